@@ -1,0 +1,52 @@
+"""Entry point of the builders: JobSpec -> LaunchPlan per backend, and its dry-run rendering."""
+
+from __future__ import annotations
+
+from cvs_tasks.jobs.megatron import build_megatron_launch
+from cvs_tasks.jobs.primus import build_primus_launch
+from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
+
+
+def build_launch(job: JobSpec, *, primus_yaml: str | None = None) -> LaunchPlan:
+    """Build every node's wrapper and launch command; raises JobSetupError when none can be built.
+
+    ``primus_yaml`` is the experiment YAML found by ``yaml_check_command`` (relative to
+    primus_root); without it the first candidate is used (fine for a dry run).
+    """
+    if job.nnodes < 1:
+        raise JobSetupError(f"job '{job.label}' has no nodes (nnodes={job.nnodes}); "
+                            f"the cluster file lists no hosts", field="node_dict")
+    if job.iterations < 1:
+        raise JobSetupError(f"job '{job.label}' has {job.iterations} training iterations; set "
+                            f"train_params.training_iterations to a positive number",
+                            field="train_params.training_iterations")
+    if job.backend == "megatron":
+        return build_megatron_launch(job)
+    if job.backend == "primus":
+        return build_primus_launch(job, primus_yaml)
+    raise JobSetupError(f"unknown backend {job.backend!r} (expected megatron or primus)",
+                        field="container.image")
+
+
+def dry_run_by_node(plan: LaunchPlan) -> list[list[str]]:
+    """Per node, the lines a dry run prints: prepare commands, the script to write, the launch."""
+    rendered: list[list[str]] = []
+    for node in plan.nodes:
+        rendered.append([
+            f"# node {node.rank}: prepare (on the host)",
+            *plan.prepare,
+            f"# node {node.rank}: write {node.script_path} (mode 0700)",
+            *node.script_text.rstrip("\n").split("\n"),
+            f"# node {node.rank}: launch (in the container; on the node itself for runtime host)",
+            node.launch_command,
+        ])
+    return rendered
+
+
+def render_dry_run(plan: LaunchPlan) -> list[str]:
+    """The whole plan as printable lines: a heading, the warnings, then every node's block."""
+    lines = [f"# {plan.backend} job '{plan.label}', logs under {plan.combo_log_dir}"]
+    lines += [f"# warning: {w}" for w in plan.warnings]
+    for block in dry_run_by_node(plan):
+        lines += ["", *block]
+    return lines

@@ -1,0 +1,166 @@
+"""Primus wrapper scripts: ``primus-cli direct -- train pretrain`` with the combo's overrides.
+
+primus-cli tees the worker output into ``--log_file`` itself, so the launcher console is kept in a
+separate ``console.log`` (the runner's own lines go to the console only), and training.log gets
+each worker line once.
+"""
+
+from __future__ import annotations
+
+from cvs_tasks.jobs import layout
+from cvs_tasks.jobs.shell import (
+    detached_start,
+    env_export_lines,
+    finish_function,
+    hf_token_export,
+    q,
+    say,
+)
+from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, NodeLaunch
+
+YAML_DIR = "examples/megatron/configs"
+# MI300X/MI325X need the atomic-FP32 attention kernels (§5.9).
+ATOMIC_FP32_GPUS = ("MI300X", "MI325X")
+ATOMIC_FP32_EXPORTS = ("PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32", "NVTE_CK_IS_V3_ATOMIC_FP32")
+YAML_FALLBACK = {"MI325X": "MI300X"}
+CHECKPOINTS_SUBDIR = "checkpoints"
+
+
+def primus_yaml_candidates(job: JobSpec) -> list[str]:
+    """Experiment YAMLs to try, relative to primus_root: the GPU's own, then its fallback."""
+    model = job.require_param("model_name")
+    gpu = job.gpu_name.strip().upper()
+    gpus = [gpu] + ([YAML_FALLBACK[gpu]] if gpu in YAML_FALLBACK else [])
+    return [f"{YAML_DIR}/{g}/{model}-{job.precision}-pretrain.yaml" for g in gpus]
+
+
+def yaml_check_command(candidates: list[str], primus_root: str) -> str:
+    """Prints ``EXISTS <path>`` or ``MISSING <path>`` per candidate, in order (one round trip)."""
+    words = " ".join(q(c) for c in candidates)
+    return (
+        f"cd {q(primus_root)} && for f in {words}; do "
+        f'if [ -f "$f" ]; then echo "EXISTS $f"; else echo "MISSING $f"; fi; done'
+    )
+
+
+def pick_existing_yaml(output: str) -> str | None:
+    """The first candidate ``yaml_check_command`` reported as existing, or None."""
+    for line in output.splitlines():
+        word, _, path = line.strip().partition(" ")
+        if word == "EXISTS" and path:
+            return path
+    return None
+
+
+def missing_yaml_message(candidates: list[str], primus_root: str) -> str:
+    root = primus_root.rstrip("/")
+    tried = ", ".join(f"{root}/{c}" for c in candidates)
+    return (
+        f"Primus experiment YAML not found in the image: tried {tried}; pick a "
+        f"train_params.model_name / precision this image ships under {root}/{YAML_DIR}/, "
+        f"or use an image that has it"
+    )
+
+
+def missing_yaml_error(candidates: list[str], primus_root: str) -> JobSetupError:
+    return JobSetupError(missing_yaml_message(candidates, primus_root),
+                         field="train_params.model_name")
+
+
+def resume_load_dir(checkpoint_dir: str) -> str:
+    """What the resume phase passes as ``--load``: where Primus saved (``<ckpt>/checkpoints``)."""
+    return f"{checkpoint_dir.rstrip('/')}/{CHECKPOINTS_SUBDIR}"
+
+
+def checkpoint_workspace(job: JobSpec) -> str | None:
+    """PRIMUS_WORKSPACE for a checkpoint phase: the save dir, or the load dir's checkpoint root."""
+    if job.save_dir:
+        return job.save_dir.rstrip("/") or "/"
+    if job.load_dir:
+        load = job.load_dir.rstrip("/")
+        suffix = "/" + CHECKPOINTS_SUBDIR
+        return load[: -len(suffix)] if load.endswith(suffix) and load != suffix else load
+    return None
+
+
+def train_arguments(job: JobSpec, yaml_path: str) -> str:
+    """``--config … --micro_batch_size … --tensor_model_parallel_size … [--save …|--load …]``."""
+    args = (
+        f"--config {q(yaml_path)} --micro_batch_size {q(job.mbs)} "
+        f"--global_batch_size {q(job.gbs)} --train_iters {job.iterations} "
+        f"--tensor_model_parallel_size {q(job.param('tensor_parallelism'))} "
+        f"--pipeline_model_parallel_size {q(job.param('pipeline_parallelism'))}"
+    )
+    if job.save_interval:
+        args += f" --save --save_interval {job.save_interval}"
+    if job.load_dir:
+        args += f" --load {q(job.load_dir)}"
+        if job.distributed:
+            args += " --auto_detect_ckpt_format"
+    return args
+
+
+def wrapper_script(job: JobSpec, rank: int, yaml_path: str, warnings: list[str]) -> str:
+    root = job.param("primus_root")
+    lines = [
+        "#!/bin/bash",
+        f"# cvs-tasks Primus wrapper: {job.label}, node {rank} of {job.nnodes}, run {job.run_id}",
+        "set -u",
+        *finish_function(layout.exit_path(job, rank)),
+    ]
+    if job.hf_token_path:
+        lines.append(hf_token_export(job.hf_token_path))
+    lines.append(f"export LOG_DIR={q(job.log_dir)}")
+    if job.gpu_name.strip().upper() in ATOMIC_FP32_GPUS:
+        lines += [f"export {name}=1" for name in ATOMIC_FP32_EXPORTS]
+    workspace = checkpoint_workspace(job)
+    if workspace:
+        lines += [
+            f"export PRIMUS_WORKSPACE={q(workspace)}",
+            'export PRIMUS_TEAM=""',
+            'export PRIMUS_USER=""',
+            'export PRIMUS_EXP_NAME=""',
+        ]
+    if job.runtime == "host":
+        env_lines, env_warnings = env_export_lines(job.env)
+        lines += env_lines
+        warnings += [w for w in env_warnings if w not in warnings]
+    node_rank = rank if job.distributed else 0
+    lines += [
+        f"cd {q(root)} || {{ echo {say(f'cannot cd to {root} (train_params.primus_root)')} >&2; "
+        f"cvs_finish 1; }}",
+        f"NODE_RANK={node_rank} bash {q(job.param('primus_cli'))} direct "
+        f"--log_file {q(layout.node_log_path(job, rank))} -- train pretrain "
+        f"{train_arguments(job, yaml_path)}",
+        'cvs_finish "$?"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def build_primus_launch(job: JobSpec, primus_yaml: str | None = None) -> LaunchPlan:
+    """One wrapper per node; ``primus_yaml`` is the checked YAML (default: the first candidate)."""
+    warnings: list[str] = []
+    yaml_path = primus_yaml or primus_yaml_candidates(job)[0]
+    if job.save_interval and not job.save_dir:
+        raise JobSetupError(
+            f"job '{job.label}' saves checkpoints (save_interval {job.save_interval}) but has no "
+            f"checkpoint directory; set checkpoint.checkpoint_dir (distributed) or paths.log_dir",
+            field="checkpoint.checkpoint_dir")
+    nodes = []
+    for rank in range(job.nnodes):
+        node_dir = layout.node_dir(job, rank)
+        console = f"{node_dir}/{layout.CONSOLE_FILE}"
+        nodes.append(NodeLaunch(
+            rank=rank,
+            script_path=layout.script_path(job, rank),
+            script_text=wrapper_script(job, rank, yaml_path, warnings),
+            launch_command=detached_start(
+                layout.script_path(job, rank), node_dir, console,
+                layout.exit_path(job, rank), layout.pid_path(job, rank)),
+            log_path=layout.node_log_path(job, rank),
+            exit_path=layout.exit_path(job, rank),
+            pid_path=layout.pid_path(job, rank),
+            console_path=console,
+        ))
+    return LaunchPlan(backend="primus", label=job.label, combo_log_dir=layout.combo_log_dir(job),
+                      prepare=layout.prepare_commands(job), nodes=nodes, warnings=warnings)

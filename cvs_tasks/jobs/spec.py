@@ -1,0 +1,132 @@
+"""What a job is (JobSpec) and what building it yields (LaunchPlan): plain data, no I/O.
+
+The lifecycle resolves config + cluster + combo into one JobSpec; the builders in this package turn
+it into the exact scripts and commands each node runs. Keeping both sides as frozen data lets the
+builders be tested with exact strings and lets `--dry-run` print what would run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cvs_tasks.errors import BadInput
+
+Backend = Literal["megatron", "primus"]
+Runtime = Literal["docker", "host"]
+
+# train_params defaults (behaviour reference §1.5); a combo's effective params override them.
+PARAM_DEFAULTS: Mapping[str, str] = {
+    "tokenizer_model": "meta-llama/Llama-3.1-70B",
+    "model_size": "70",
+    "sequence_length": "8192",
+    "tensor_parallelism": "1",
+    "pipeline_parallelism": "1",
+    "fsdp": "0",
+    "recompute": "0",
+    "megatron_root": "/workspace/Megatron-LM",
+    "primus_root": "/workspace/Primus",
+    "primus_cli": "runner/primus-cli",
+    "hca_id_pattern": "bnxt_|rocep",
+}
+
+
+class JobSetupError(BadInput):
+    """A job cannot be built or started as configured; says which setting to change.
+
+    Builders return it as a value where the brief asks for one (the caller decides whether to
+    raise it or record it), and raise it where no plan can be produced at all.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One fully resolved training job (one combo, or smoke / checkpoint phase / tokenizer check).
+
+    ``env`` is container.env plus NNODES: already inside the container for ``docker``; the wrapper
+    exports it itself for ``host``. ``hf_token_path`` names a 0600 file on the node (same path in
+    the container); the token is read from it at run time only. Primus checkpoint phases:
+    ``save_dir`` is the checkpoint directory (PRIMUS_WORKSPACE; set in both phases),
+    ``save_interval`` makes it the save phase (``--save --save_interval K``), ``load_dir`` the
+    resume phase (``--load <load_dir>``, normally ``resume_load_dir(save_dir)``).
+    """
+
+    backend: Backend
+    label: str
+    gpu_name: str
+    image: str
+    runtime: Runtime
+    nnodes: int
+    distributed: bool
+    mbs: str
+    gbs: str
+    precision: str
+    iterations: int
+    train_params: Mapping[str, str]
+    log_dir: str
+    scripts_dir: str
+    data_cache_dir: str
+    rocm_dir: str
+    env: Mapping[str, str]
+    hf_token_path: str | None
+    tokenizer_path: str | None
+    save_dir: str | None
+    save_interval: int | None
+    load_dir: str | None
+    run_id: str
+
+    def param(self, key: str) -> str:
+        """A train_params value, falling back to the documented default ("" if none)."""
+        value = self.train_params.get(key)
+        if value is None or str(value).strip() == "":
+            return PARAM_DEFAULTS.get(key, "")
+        return str(value).strip()
+
+    def require_param(self, key: str) -> str:
+        """A train_params value that has no default; a missing one is the user's to fix."""
+        value = self.param(key)
+        if not value:
+            raise JobSetupError(
+                f"train_params.{key} is required for the {self.backend} job '{self.label}'; "
+                f"set it in the config's train_params block",
+                field=f"train_params.{key}",
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """Everything one node needs: the wrapper script to write (0700) and the command that starts it.
+
+    ``log_path`` is the training log the watcher tails; ``console_path`` is where the launcher's
+    own console goes (the same file for Megatron-LM, ``console.log`` for Primus). The wrapper
+    writes its exit status to ``exit_path``; ``pid_path`` holds the wrapper's pid, which is also
+    its process-group id (it runs in its own session), so the whole job can be stopped at once.
+    """
+
+    rank: int
+    script_path: str
+    script_text: str
+    launch_command: str
+    log_path: str
+    exit_path: str
+    pid_path: str
+    console_path: str
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The built job: run ``prepare`` on every node (on the host), write each node's script, launch."""
+
+    backend: Backend
+    label: str
+    combo_log_dir: str
+    prepare: list[str]
+    nodes: list[NodeLaunch]
+    warnings: list[str] = field(default_factory=list)

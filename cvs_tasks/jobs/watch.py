@@ -1,0 +1,357 @@
+"""Watch a launched training job on every node until it completes, fails, stalls or times out.
+
+Each poll makes one round trip per node that returns only the log bytes past the last offset
+plus the job's exit-status file (``Hosts.read_from``), feeds them to that node's incremental
+parser and error scanner, and copies them into the run directory as they arrive (so the node
+logs are "pulled back" without ever being read twice). No fixed sleeps: a fatal signature ends
+the watch in the poll that reads it, and polling speeds up while more bytes are pending or the
+job is finishing.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable, Sequence
+
+from cvs_tasks.metrics import LogParser
+from cvs_tasks.run.events import NodeProgress
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    poll_interval_s: float = 2.0
+    stall_timeout_s: float = 900.0  # no new iteration for this long -> stalled
+    startup_timeout_s: float = 1800.0  # no first iteration for this long -> stalled
+    timeout_s: float = 0.0  # overall; 0 -> derived from the iteration count
+    exit_grace_s: float = 60.0  # after the last iteration, how long the job may take to exit
+    max_bytes: int = 16 * 1024 * 1024  # per node per poll
+    unreachable_after: int = 3  # consecutive failed reads of a node
+
+    def overall_timeout(self, iterations: int) -> float:
+        if self.timeout_s > 0:
+            return self.timeout_s
+        return min(self.startup_timeout_s + max(1, iterations) * self.stall_timeout_s, 48 * 3600.0)
+
+
+@dataclass(frozen=True)
+class WatchTarget:
+    """One node's job: where its log and exit-status file are, and where to copy the log locally."""
+
+    rank: int
+    host: str
+    log_path: str
+    exit_path: str
+    local_copy: Path | None = None
+
+
+@dataclass
+class NodeState:
+    target: WatchTarget
+    parser: LogParser
+    offset: int = 0
+    exit_code: int | None = None
+    read_failures: int = 0
+    last_error: str = ""
+    state: str = "starting"
+
+    @property
+    def last_step(self) -> int | None:
+        return self.parser.last_step
+
+    @property
+    def planned(self) -> int | None:
+        return self.parser.planned
+
+
+@dataclass
+class WatchOutcome:
+    status: str  # completed | failed | exited | stalled | timeout | unreachable | interrupted
+    reason: str
+    nodes: list[NodeState]
+    reporting_rank: int
+    elapsed_s: float
+    error: dict | None = None  # {name, cls, host, rank, line, text}
+    tail: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def infrastructure(self) -> bool:
+        """True when the harness lost a node, as opposed to the job failing on it."""
+        return self.status == "unreachable"
+
+    @property
+    def reporting(self) -> NodeState:
+        return self.nodes[self.reporting_rank]
+
+
+class Watcher:
+    """Polls every node's log; one instance per job launch."""
+
+    def __init__(
+        self,
+        hosts,
+        targets: Sequence[WatchTarget],
+        *,
+        iterations: int,
+        settings: WatchSettings,
+        parser_factory: Callable[[], LogParser],
+        listener: Callable[[object], None],
+        stage: str,
+        combo: str | None,
+        stop: threading.Event | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.hosts = hosts
+        self.iterations = iterations
+        self.settings = settings
+        self.listener = listener
+        self.stage = stage
+        self.combo = combo
+        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.nodes = [NodeState(target=t, parser=parser_factory()) for t in targets]
+        self._sinks: list[IO[bytes] | None] = []
+
+    # -- public -------------------------------------------------------------------------------
+    def run(self) -> WatchOutcome:
+        self._open_sinks()
+        try:
+            return self._loop()
+        finally:
+            for sink in self._sinks:
+                if sink is not None:
+                    sink.close()
+
+    # -- loop ---------------------------------------------------------------------------------
+    def _loop(self) -> WatchOutcome:
+        s = self.settings
+        start = self.clock()
+        last_progress = start
+        completed_at: float | None = None
+        deadline = start + s.overall_timeout(self.iterations)
+        best_step: int | None = None
+        while True:
+            more_pending = self._poll()
+            now = self.clock()
+            failure = self._fatal_error()
+            if failure is not None:
+                return failure
+            unreachable = [n for n in self.nodes if n.read_failures >= s.unreachable_after]
+            if unreachable:
+                n = unreachable[0]
+                return self._outcome(
+                    "unreachable", f"lost contact with node {n.target.host}: {n.last_error}", start, rank=n.target.rank
+                )
+            step = self._best_step()
+            if step is not None and (best_step is None or step > best_step):
+                best_step, last_progress = step, now
+            if completed_at is None and self._completed():
+                completed_at = now
+            if completed_at is not None:
+                if all(n.exit_code is not None for n in self.nodes):
+                    self._drain()
+                    return self._finish_completed(start)
+                if now - completed_at > s.exit_grace_s:
+                    return self._finish_completed(start, note=f"job did not exit within {s.exit_grace_s:.0f}s of its last iteration")
+            else:
+                exited = [n for n in self.nodes if n.exit_code is not None]
+                if exited:
+                    self._drain()
+                    failure = self._fatal_error()
+                    if failure is not None:
+                        return failure
+                    if self._completed():
+                        continue  # the last lines arrived with the drain
+                    n = exited[0]
+                    return self._outcome(
+                        "exited",
+                        f"job exited with status {n.exit_code} on node {n.target.host} before completing "
+                        f"(step {self._progress_text()})",
+                        start,
+                        rank=n.target.rank,
+                    )
+                if best_step is None and now - start > s.startup_timeout_s:
+                    return self._outcome(
+                        "stalled", f"no training iteration within {s.startup_timeout_s:.0f}s of launch", start
+                    )
+                if best_step is not None and now - last_progress > s.stall_timeout_s:
+                    return self._outcome(
+                        "stalled",
+                        f"no new iteration for {s.stall_timeout_s:.0f}s (stuck at step {self._progress_text()})",
+                        start,
+                    )
+            if now > deadline:
+                return self._outcome("timeout", f"overall timeout of {deadline - start:.0f}s reached", start)
+            wait = 0.0 if more_pending else (min(0.25, s.poll_interval_s) if completed_at else s.poll_interval_s)
+            if wait and self.stop.wait(wait):
+                return self._outcome("interrupted", "interrupted by the user", start)
+
+    def _poll(self) -> bool:
+        """One read of every node; returns True when a node had more bytes than one read carries."""
+        results = self.hosts.read_from(
+            [n.target.log_path for n in self.nodes],
+            [n.offset for n in self.nodes],
+            self.settings.max_bytes,
+            sidecars=[n.target.exit_path for n in self.nodes],
+            timeout=max(10.0, self.settings.poll_interval_s * 5),
+        )
+        more = False
+        for node, res, sink in zip(self.nodes, results, self._sinks):
+            if res.error:
+                node.read_failures += 1
+                node.last_error = res.error
+                continue
+            node.read_failures = 0
+            read = res.offset - node.offset
+            if res.data:
+                if sink is not None:
+                    sink.write(res.data.encode("utf-8", "replace"))
+                    sink.flush()
+                new = node.parser.feed(res.data)
+                if new:
+                    node.state = "running"
+                    self._emit(node)
+            node.offset = res.offset
+            if res.size is not None and res.size > res.offset and read >= self.settings.max_bytes:
+                more = True
+            if res.sidecar is not None and res.sidecar.strip():
+                code = _parse_exit(res.sidecar)
+                if code is not None and node.exit_code is None:
+                    node.exit_code = code
+                    node.parser.finish()
+                    node.state = "done" if code == 0 else "failed"
+                    self._emit(node)
+        return more
+
+    def _drain(self) -> None:
+        """Read whatever is left after the job exited (bounded: a few reads)."""
+        for _ in range(8):
+            if not self._poll():
+                break
+        for n in self.nodes:
+            n.parser.finish()
+
+    # -- decisions ----------------------------------------------------------------------------
+    def _fatal_error(self) -> WatchOutcome | None:
+        for node in self.nodes:
+            hits = [e for e in node.parser.errors if e.fatal]
+            if hits:
+                hit = hits[0]
+                error = {
+                    "name": hit.name,
+                    "cls": hit.cls,
+                    "host": node.target.host,
+                    "rank": node.target.rank,
+                    "line": hit.line,
+                    "text": hit.text,
+                }
+                node.state = "failed"
+                self._emit(node, note=hit.name)
+                return WatchOutcome(
+                    status="failed",
+                    reason=f"{hit.name} on node {node.target.host} (log line {hit.line}): {hit.text.strip()[:200]}",
+                    nodes=self.nodes,
+                    reporting_rank=self._reporting_rank(),
+                    elapsed_s=0.0,
+                    error=error,
+                    tail=_tail_of(node),
+                )
+        return None
+
+    def _reporting_rank(self) -> int:
+        """The node whose log carries the iteration lines (the last rank on multi-node Megatron)."""
+        best = max(self.nodes, key=lambda n: (n.last_step or -1, n.target.rank))
+        return best.target.rank if best.last_step is not None else self.nodes[-1].target.rank
+
+    def _best_step(self) -> int | None:
+        steps = [n.last_step for n in self.nodes if n.last_step is not None]
+        return max(steps) if steps else None
+
+    def _completed(self) -> bool:
+        return any(n.parser.completed for n in self.nodes)
+
+    def _progress_text(self) -> str:
+        rep = self.nodes[self._reporting_rank()]
+        return f"{rep.last_step if rep.last_step is not None else 0}/{rep.planned or self.iterations}"
+
+    def _finish_completed(self, start: float, note: str = "") -> WatchOutcome:
+        for n in self.nodes:
+            if n.state != "failed":
+                n.state = "done"
+                self._emit(n)
+        bad = [n for n in self.nodes if n.exit_code not in (None, 0)]
+        reason = note or "completed"
+        if bad:
+            reason = f"completed; job exited with status {bad[0].exit_code} on node {bad[0].target.host}"
+        out = WatchOutcome("completed", reason, self.nodes, self._reporting_rank(), self.clock() - start)
+        return out
+
+    def _outcome(self, status: str, reason: str, start: float, rank: int | None = None) -> WatchOutcome:
+        rank = self._reporting_rank() if rank is None else rank
+        for n in self.nodes:
+            if n.state not in ("done", "failed"):
+                n.state = "stalled" if status in ("stalled", "timeout") else "failed"
+                self._emit(n, note=status)
+        node = next(n for n in self.nodes if n.target.rank == rank)
+        return WatchOutcome(status, reason, self.nodes, self._reporting_rank(), self.clock() - start, tail=_tail_of(node))
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _emit(self, node: NodeState, note: str = "") -> None:
+        last = node.parser.iterations.get(node.last_step) if node.last_step is not None else None
+        self.listener(
+            NodeProgress(
+                stage=self.stage,
+                combo=self.combo,
+                host=node.target.host,
+                rank=node.target.rank,
+                state=node.state,
+                step=node.last_step,
+                total=node.planned or self.iterations,
+                loss=_finite(getattr(last, "loss", None)),
+                tflops=_finite(getattr(last, "tflops", None)),
+                elapsed_s=0.0,
+                note=note,
+            )
+        )
+
+    def _open_sinks(self) -> None:
+        self._sinks = []
+        for n in self.nodes:
+            path = n.target.local_copy
+            if path is None:
+                self._sinks.append(None)
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._sinks.append(open(path, "wb"))  # noqa: SIM115 - closed in run()
+
+
+def _parse_exit(text: str) -> int | None:
+    try:
+        return int(text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def _finite(x: float | None) -> float | None:
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _tail_of(node: NodeState, lines: int = 40) -> list[str]:
+    path = node.target.local_copy
+    if path is None or not path.exists():
+        return []
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - 64 * 1024))
+        text = fh.read().decode("utf-8", "replace")
+    return text.splitlines()[-lines:]

@@ -1,0 +1,201 @@
+"""Primus wrapper scripts, experiment-YAML lookup and checkpoint flags (behaviour reference §5.9)."""
+
+from __future__ import annotations
+
+import pytest
+from jobs_factory import make_job, with_params
+
+from cvs_tasks.jobs import (
+    JobSetupError,
+    build_launch,
+    missing_yaml_error,
+    pick_existing_yaml,
+    primus_yaml_candidates,
+    resume_load_dir,
+    yaml_check_command,
+)
+
+SCRIPTS = "/home/alice/SCRIPTS/megatron/run-7/MBS_4_GBS_128_PRECISION_FP8"
+LOGS = "/home/alice/LOGS/megatron/primus-logs/MBS_4_GBS_128_PRECISION_FP8"
+YAML = "examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml"
+
+SINGLE_MI300X = f"""\
+#!/bin/bash
+# cvs-tasks Primus wrapper: MBS=4,GBS=128,PRECISION=FP8, node 0 of 1, run run-7
+set -u
+cvs_finish() {{ echo "$1" > {SCRIPTS}/node0.exit.tmp && mv -f {SCRIPTS}/node0.exit.tmp {SCRIPTS}/node0.exit; exit "$1"; }}
+trap 'cvs_finish 143' TERM
+trap 'cvs_finish 130' INT
+export HF_TOKEN="$(cat /home/alice/.hf_token)"
+export LOG_DIR=/home/alice/LOGS/megatron
+export PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32=1
+export NVTE_CK_IS_V3_ATOMIC_FP32=1
+cd /workspace/Primus || {{ echo 'cvs-tasks: cannot cd to /workspace/Primus (train_params.primus_root)' >&2; cvs_finish 1; }}
+NODE_RANK=0 bash runner/primus-cli direct --log_file {LOGS}/out-node0/training.log -- train pretrain --config {YAML} --micro_batch_size 4 --global_batch_size 128 --train_iters 20 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1
+cvs_finish "$?"
+"""
+
+
+def primus_job(**changes):
+    return make_job(backend="primus", image="rocm/primus:v26.5", **changes)
+
+
+def _run_line(script: str) -> str:
+    return script.splitlines()[-2]
+
+
+def test_single_node_mi300x_wrapper_is_exact():
+    plan = build_launch(primus_job(), primus_yaml=YAML)
+    assert plan.combo_log_dir == LOGS
+    assert plan.nodes[0].script_text == SINGLE_MI300X
+    assert plan.warnings == []
+
+
+def test_launch_sends_the_launcher_console_to_console_log_not_training_log():
+    node = build_launch(primus_job(), primus_yaml=YAML).nodes[0]
+    assert node.log_path == f"{LOGS}/out-node0/training.log"
+    assert node.console_path == f"{LOGS}/out-node0/console.log"
+    assert node.launch_command == (
+        f"mkdir -p {LOGS}/out-node0 && rm -f {SCRIPTS}/node0.exit {SCRIPTS}/node0.pid && "
+        f"{{ setsid nohup bash {SCRIPTS}/node0.sh > {LOGS}/out-node0/console.log 2>&1 "
+        f"< /dev/null & echo $! > {SCRIPTS}/node0.pid; }}"
+    )
+
+
+def test_tp_pp_come_from_train_params():
+    job = with_params(primus_job(), tensor_parallelism="8", pipeline_parallelism="2")
+    line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
+    assert line.endswith("--tensor_model_parallel_size 8 --pipeline_model_parallel_size 2")
+
+
+def test_tp_pp_default_to_one_when_absent():
+    params = {"model_name": "llama3.1_8B"}
+    line = _run_line(build_launch(primus_job(train_params=params), primus_yaml=YAML)
+                     .nodes[0].script_text)
+    assert line.endswith("--tensor_model_parallel_size 1 --pipeline_model_parallel_size 1")
+
+
+def test_sweep_overlay_values_win():
+    # The combo's effective train_params already carry the body overlay (4/2 over 8/2).
+    job = with_params(primus_job(), tensor_parallelism="4", pipeline_parallelism="2")
+    line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
+    assert "--tensor_model_parallel_size 4 --pipeline_model_parallel_size 2" in line
+
+
+def test_save_phase_sets_workspace_and_save_flags():
+    ckpt = "/home/alice/LOGS/megatron/ckpt_primus"
+    job = primus_job(label="ckpt_save", iterations=21, save_dir=ckpt, save_interval=20)
+    script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
+    assert (
+        "export NVTE_CK_IS_V3_ATOMIC_FP32=1\n"
+        f"export PRIMUS_WORKSPACE={ckpt}\n"
+        'export PRIMUS_TEAM=""\n'
+        'export PRIMUS_USER=""\n'
+        'export PRIMUS_EXP_NAME=""\n'
+        "cd /workspace/Primus || "
+    ) in script
+    assert _run_line(script).endswith(
+        "--train_iters 21 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 "
+        "--save --save_interval 20")
+
+
+def test_resume_phase_loads_without_saving():
+    ckpt = "/home/alice/LOGS/megatron/ckpt_primus"
+    job = primus_job(label="ckpt_resume", iterations=25, save_dir=ckpt,
+                     load_dir=resume_load_dir(ckpt))
+    script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
+    assert f"export PRIMUS_WORKSPACE={ckpt}\n" in script
+    assert _run_line(script).endswith(
+        f"--pipeline_model_parallel_size 1 --load {ckpt}/checkpoints")
+    assert "--save" not in script
+
+
+def test_resume_without_save_dir_derives_the_workspace_from_the_load_dir():
+    job = primus_job(load_dir="/shared/ckpt/checkpoints", nnodes=2, distributed=True)
+    plan = build_launch(job, primus_yaml=YAML)
+    script = plan.nodes[1].script_text
+    assert "export PRIMUS_WORKSPACE=/shared/ckpt\n" in script
+    assert _run_line(script).endswith("--load /shared/ckpt/checkpoints --auto_detect_ckpt_format")
+    assert _run_line(script).startswith("NODE_RANK=1 bash runner/primus-cli direct --log_file "
+                                        f"{LOGS}/out-node1/training.log -- ")
+
+
+def test_saving_without_a_checkpoint_dir_is_a_setup_error():
+    with pytest.raises(JobSetupError) as err:
+        build_launch(primus_job(save_interval=20), primus_yaml=YAML)
+    assert err.value.field == "checkpoint.checkpoint_dir"
+
+
+def test_no_checkpoint_env_outside_checkpoint_phases():
+    assert "PRIMUS_WORKSPACE" not in build_launch(primus_job(), primus_yaml=YAML).nodes[0].script_text
+
+
+def test_mi355x_has_no_atomic_fp32_exports():
+    script = build_launch(primus_job(gpu_name="MI355X"), primus_yaml=YAML).nodes[0].script_text
+    assert "ATOMIC_FP32" not in script
+
+
+def test_host_runtime_exports_env_before_cd():
+    job = primus_job(runtime="host", env={"NNODES": "2", "MASTER_ADDR": "127.0.0.2"})
+    lines = build_launch(job, primus_yaml=YAML).nodes[0].script_text.splitlines()
+    at = lines.index("export NVTE_CK_IS_V3_ATOMIC_FP32=1")
+    assert lines[at + 1:at + 4] == [
+        "export MASTER_ADDR=127.0.0.2",
+        "export NNODES=2",
+        "cd /workspace/Primus || { echo 'cvs-tasks: cannot cd to /workspace/Primus "
+        "(train_params.primus_root)' >&2; cvs_finish 1; }",
+    ]
+
+
+def test_primus_root_and_cli_come_from_train_params():
+    job = with_params(primus_job(), primus_root="/opt/Primus", primus_cli="primus-cli")
+    script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
+    assert "cd /opt/Primus || " in script
+    assert _run_line(script).startswith("NODE_RANK=0 bash primus-cli direct ")
+
+
+def test_without_a_checked_yaml_the_first_candidate_is_used():
+    plan = build_launch(primus_job(gpu_name="MI325X"))
+    assert ("--config examples/megatron/configs/MI325X/llama3.1_8B-FP8-pretrain.yaml "
+            in plan.nodes[0].script_text)
+
+
+def test_yaml_candidates_fall_back_from_mi325x_to_mi300x():
+    assert primus_yaml_candidates(primus_job(gpu_name="MI325X", precision="BF16")) == [
+        "examples/megatron/configs/MI325X/llama3.1_8B-BF16-pretrain.yaml",
+        "examples/megatron/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml",
+    ]
+    assert primus_yaml_candidates(primus_job(gpu_name="MI355X", precision="MXFP8")) == [
+        "examples/megatron/configs/MI355X/llama3.1_8B-MXFP8-pretrain.yaml",
+    ]
+
+
+def test_yaml_candidates_need_a_model_name():
+    with pytest.raises(JobSetupError) as err:
+        primus_yaml_candidates(primus_job(train_params={}))
+    assert err.value.field == "train_params.model_name"
+
+
+def test_yaml_check_is_one_command_and_its_output_picks_the_first_existing():
+    candidates = ["examples/megatron/configs/MI325X/a.yaml", "examples/megatron/configs/MI300X/a.yaml"]
+    assert yaml_check_command(candidates, "/workspace/Primus") == (
+        "cd /workspace/Primus && for f in examples/megatron/configs/MI325X/a.yaml "
+        "examples/megatron/configs/MI300X/a.yaml; do if [ -f \"$f\" ]; then echo \"EXISTS $f\"; "
+        "else echo \"MISSING $f\"; fi; done"
+    )
+    output = ("MISSING examples/megatron/configs/MI325X/a.yaml\n"
+              "EXISTS examples/megatron/configs/MI300X/a.yaml\n")
+    assert pick_existing_yaml(output) == "examples/megatron/configs/MI300X/a.yaml"
+    assert pick_existing_yaml("MISSING x.yaml\nMISSING y.yaml\n") is None
+    assert pick_existing_yaml("") is None
+
+
+def test_missing_yaml_error_names_every_path_tried():
+    candidates = primus_yaml_candidates(primus_job(gpu_name="MI325X"))
+    err = missing_yaml_error(candidates, "/workspace/Primus/")
+    assert isinstance(err, JobSetupError)
+    assert err.field == "train_params.model_name"
+    assert str(err).startswith(
+        "Primus experiment YAML not found in the image: tried "
+        "/workspace/Primus/examples/megatron/configs/MI325X/llama3.1_8B-FP8-pretrain.yaml, "
+        "/workspace/Primus/examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml; ")
