@@ -1,0 +1,115 @@
+"""The records a run directory holds: one StageRecord per stage (and per combo), as plain data.
+
+Reports read only these; nothing downstream re-parses a console. Every record round-trips through
+JSON with ``to_dict``/``from_dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["PASS", "FAIL", "ERROR", "SKIPPED"]
+MetricStatus = Literal["PASS", "FAIL", "RECORD", "SKIPPED"]
+
+# Pinned lifecycle order (product document, "Test lifecycle").
+STAGES: tuple[str, ...] = (
+    "launch_container",
+    "download_tokenizer",
+    "smoke",
+    "checkpoint",
+    "training",
+    "metric",
+    "loss_curve",
+    "teardown",
+)
+PER_COMBO_STAGES = frozenset({"training", "metric", "loss_curve"})
+
+
+def test_name(stage: str, combo: str | None = None) -> str:
+    """``test_training[MBS=4,GBS=128,PRECISION=FP8]`` style name of a stage row."""
+    return f"test_{stage}[{combo}]" if combo else f"test_{stage}"
+
+
+def combo_dir(combo: str) -> str:
+    """On-disk name of a combo: ``=`` and ``,`` (and anything unsafe) become ``_``."""
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in combo)
+
+
+@dataclass
+class MetricRow:
+    """One gated (or recorded) metric of one combo."""
+
+    name: str  # e.g. "training.throughput_per_gpu"
+    value: float | None
+    unit: str  # e.g. "TFLOP/s/GPU", "ms"
+    expected: str  # human form of the spec, e.g. ">= 100", "<= 500 ms", "-" when none
+    status: MetricStatus
+    reason: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MetricRow:
+        return cls(**{k: d.get(k) for k in ("name", "value", "unit", "expected", "status", "reason")})
+
+
+@dataclass
+class NodeOutcome:
+    """How one node fared in a stage."""
+
+    host: str
+    rank: int
+    status: Status
+    reason: str = ""
+    last_step: int | None = None
+    planned: int | None = None
+    log: str | None = None  # path of the pulled-back node log, relative to the run directory
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NodeOutcome:
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass
+class StageRecord:
+    """The result of one stage run (one combo for per-combo stages)."""
+
+    stage: str
+    status: Status
+    combo: str | None = None
+    reason: str = ""
+    started: float = 0.0  # unix seconds
+    ended: float = 0.0
+    metrics: list[MetricRow] = field(default_factory=list)
+    nodes: list[NodeOutcome] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)  # label -> path relative to run dir
+    data: dict[str, Any] = field(default_factory=dict)  # stage-specific numbers (see lifecycle)
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # retried infrastructure steps
+
+    @property
+    def name(self) -> str:
+        return test_name(self.stage, self.combo)
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.ended - self.started)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StageRecord:
+        return cls(
+            stage=d["stage"],
+            status=d["status"],
+            combo=d.get("combo"),
+            reason=d.get("reason", ""),
+            started=float(d.get("started", 0.0)),
+            ended=float(d.get("ended", 0.0)),
+            metrics=[MetricRow.from_dict(m) for m in d.get("metrics", [])],
+            nodes=[NodeOutcome.from_dict(n) for n in d.get("nodes", [])],
+            artifacts=dict(d.get("artifacts", {})),
+            data=dict(d.get("data", {})),
+            attempts=list(d.get("attempts", [])),
+        )

@@ -1,0 +1,165 @@
+"""The run directory ``reports/<run-id>/``: the unit of state of every lifecycle command.
+
+Layout (DESIGN.md): ``run.json`` manifest, ``stages/<stage>.json`` and
+``stages/<stage>[<combo-dir>].json`` records, ``logs/`` pulled-back node logs and stage logs,
+rendered ``report.html``, ``metrics.html``, ``junit.xml``, ``results.json``. Every JSON file is
+written atomically (temp file + rename), the moment its stage ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.run.records import STAGES, StageRecord, combo_dir
+
+MANIFEST = "run.json"
+LATEST = "latest"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader never sees a half-written file (temp file in the same dir + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InfraError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def new_run_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+class RunDir:
+    """One run directory. Cheap to construct; reads files on demand."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    # -- location -------------------------------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def stages_dir(self) -> Path:
+        return self.path / "stages"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / "logs"
+
+    @classmethod
+    def create(cls, reports_root: Path, run_id: str | None = None) -> RunDir:
+        reports_root = Path(reports_root)
+        run = cls(reports_root / (run_id or new_run_id()))
+        try:
+            run.stages_dir.mkdir(parents=True, exist_ok=True)
+            run.logs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InfraError(f"cannot create run directory {run.path}: {exc.strerror or exc}") from None
+        run._point_latest(reports_root)
+        return run
+
+    @classmethod
+    def resolve(cls, reports_root: Path, run: str | None) -> RunDir:
+        """A run id, a path, or None for ``reports/latest``; must exist."""
+        reports_root = Path(reports_root)
+        if run:
+            candidates = [Path(run), reports_root / run]
+        else:
+            candidates = [reports_root / LATEST]
+        for cand in candidates:
+            if (cand / MANIFEST).is_file():
+                return cls(cand.resolve())
+        tried = ", ".join(str(c) for c in candidates)
+        hint = "pass --run <id> or start one with `invoke all`" if run is None else "check the run id"
+        raise BadInput(f"no run directory found (tried {tried}); {hint}")
+
+    def _point_latest(self, reports_root: Path) -> None:
+        link = reports_root / LATEST
+        tmp = reports_root / f".{LATEST}.{os.getpid()}"
+        try:
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(self.path.name)
+            os.replace(tmp, link)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a filesystem without symlinks: latest is a convenience
+
+    # -- manifest -------------------------------------------------------------------------------
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.path / MANIFEST, manifest)
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"unreadable manifest {self.path / MANIFEST}: {exc}") from None
+
+    # -- stage records --------------------------------------------------------------------------
+    def record_path(self, stage: str, combo: str | None = None) -> Path:
+        name = f"{stage}[{combo_dir(combo)}].json" if combo else f"{stage}.json"
+        return self.stages_dir / name
+
+    def write_record(self, record: StageRecord) -> Path:
+        path = self.record_path(record.stage, record.combo)
+        write_json_atomic(path, record.to_dict())
+        return path
+
+    def read_record(self, stage: str, combo: str | None = None) -> StageRecord | None:
+        path = self.record_path(stage, combo)
+        try:
+            return StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # a corrupt record counts as not done; the stage reruns
+
+    def records(self) -> list[StageRecord]:
+        """Every readable record, in lifecycle order, then combo order of the manifest."""
+        out: list[StageRecord] = []
+        if not self.stages_dir.is_dir():
+            return out
+        for path in self.stages_dir.glob("*.json"):
+            try:
+                out.append(StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        combos = list(self.manifest().get("combos", []))
+        stage_rank = {s: i for i, s in enumerate(STAGES)}
+
+        def key(r: StageRecord) -> tuple[int, int, str]:
+            c = combos.index(r.combo) if r.combo in combos else len(combos)
+            return (stage_rank.get(r.stage, 99), c, r.combo or "")
+
+        return sorted(out, key=key)
+
+    def remove_record(self, stage: str, combo: str | None = None) -> None:
+        self.record_path(stage, combo).unlink(missing_ok=True)
+
+    # -- logs -----------------------------------------------------------------------------------
+    def node_log_path(self, stage: str, combo: str | None, rank: int) -> Path:
+        """Where a node's pulled-back training log lives: logs/<stage>/<combo-dir>/out-node<N>/training.log."""
+        label = combo_dir(combo) if combo else stage
+        return self.logs_dir / stage / label / f"out-node{rank}" / "training.log"
+
+    def stage_log_path(self, stage: str, combo: str | None = None) -> Path:
+        name = f"{stage}[{combo_dir(combo)}].log" if combo else f"{stage}.log"
+        return self.logs_dir / name
+
+    def relative(self, path: Path) -> str:
+        return str(Path(path).resolve().relative_to(self.path.resolve()))
