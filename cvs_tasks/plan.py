@@ -1,0 +1,119 @@
+"""Config + cluster -> RunPlan: which suite, which backend, which hosts, which combos. Pure.
+
+The suite (single or distributed) is explicit (``--suite``), else read from the config file name
+(``*_single.json`` / ``*_distributed.json``), else from the host count. A mismatch between the
+suite and the cluster is bad input: the reference launches N independent jobs with ``NNODES=N``
+when a single-node config meets a multi-host cluster; we refuse instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from cvs_tasks.errors import BadInput
+
+if TYPE_CHECKING:
+    from cvs_tasks.config import Cluster, Combo, HostSpec, Suite
+
+SuiteName = Literal["single", "distributed"]
+BACKEND_LABEL = {"megatron": "Megatron-LM", "primus": "Primus"}
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    suite: Suite
+    cluster: Cluster
+    mode: SuiteName
+    hosts: tuple[HostSpec, ...]
+    env: dict[str, str] = field(default_factory=dict)  # container.env + NNODES
+
+    @property
+    def backend(self) -> str:
+        return self.suite.backend
+
+    @property
+    def backend_label(self) -> str:
+        return BACKEND_LABEL.get(self.suite.backend, self.suite.backend)
+
+    @property
+    def distributed(self) -> bool:
+        return self.mode == "distributed"
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def combos(self) -> list[Combo]:
+        return list(self.suite.combos)
+
+    @property
+    def combo_ids(self) -> list[str]:
+        return [c.id for c in self.suite.combos]
+
+    def combo(self, combo_id: str) -> Combo:
+        for c in self.suite.combos:
+            if c.id == combo_id:
+                return c
+        known = ", ".join(self.combo_ids)
+        raise BadInput(f"--combo {combo_id!r} is not in sweep.runs of {self.suite.config_path} (known: {known})")
+
+    @property
+    def model_name(self) -> str:
+        return str(self.suite.config.train_params.get("model_name", "model"))
+
+    def manifest_fields(self) -> dict[str, Any]:
+        cfg = self.suite.config
+        return {
+            "suite": self.mode,
+            "backend": self.backend_label,
+            "image": cfg.container.image,
+            "runtime": cfg.container.runtime.name,
+            "gpu_name": cfg.gpu_name,
+            "gpus_per_node": cfg.gpus_per_node,
+            "hosts": [h.address for h in self.hosts],
+            "model_name": self.model_name,
+            "enforce_thresholds": cfg.enforce_thresholds,
+            "combos": self.combo_ids,
+        }
+
+
+def suite_from_name(config_name: str) -> SuiteName | None:
+    stem = config_name.lower()
+    if "_distributed" in stem or "-distributed" in stem:
+        return "distributed"
+    if "_single" in stem or "-single" in stem:
+        return "single"
+    return None
+
+
+def choose_suite(explicit: str | None, config_name: str, host_count: int) -> SuiteName:
+    """Pick the suite and refuse a suite/cluster mismatch with a message that says what to do."""
+    if explicit is not None and explicit not in ("single", "distributed"):
+        raise BadInput(f"--suite must be 'single' or 'distributed', not {explicit!r}")
+    named = suite_from_name(config_name)
+    suite: SuiteName = explicit or named or ("distributed" if host_count > 1 else "single")  # type: ignore[assignment]
+    if explicit and named and explicit != named:
+        raise BadInput(
+            f"--suite {explicit} does not match the config {config_name} (a {named} config); "
+            f"use a *_{explicit}.json config or drop --suite"
+        )
+    if suite == "single" and host_count != 1:
+        raise BadInput(
+            f"{config_name} is a single-node config but the cluster file lists {host_count} hosts; "
+            "use a cluster file with one host (e.g. cluster/localhost.json) or a *_distributed.json config"
+        )
+    if suite == "distributed" and host_count < 2:
+        raise BadInput(
+            f"{config_name} is a distributed config but the cluster file lists {host_count} host; "
+            "list every node in node_dict, or use a *_single.json config"
+        )
+    return suite
+
+
+def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:
+    mode = choose_suite(explicit_suite, suite.config_path.name, len(cluster.hosts))
+    env = dict(suite.config.container.env)
+    env["NNODES"] = str(len(cluster.hosts))
+    return RunPlan(suite=suite, cluster=cluster, mode=mode, hosts=tuple(cluster.hosts), env=env)
