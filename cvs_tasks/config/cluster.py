@@ -1,0 +1,141 @@
+"""The cluster file: which hosts, how to reach them, optional container defaults.
+
+`node_dict` is a dict (host -> settings) or a list (`{"mgmt_ip": ...}` or plain strings). A host
+that is the machine the harness runs on (`{"local": true}`, or `localhost` with no other setting)
+needs no SSH.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cvs_tasks.config.errors import ConfigError, Problem, is_under, join_path
+from cvs_tasks.config.files import read_json_object
+from cvs_tasks.config.placeholders import (
+    USER_ID, changeme_hint, find_changeme, local_user, strip_comments, substitute_user,
+)
+from cvs_tasks.config.validation import validate_model
+
+LOCAL_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    address: str
+    port: int = 22
+    local: bool = False
+
+
+@dataclass
+class Cluster:
+    path: Path
+    username: str
+    priv_key_file: str | None
+    hosts: list[HostSpec]
+    container: dict[str, Any] = field(default_factory=dict)
+    known_hosts: str | None = None
+
+    @property
+    def host_names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+
+class _Node(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = Field(None, description="Where to SSH; default: the node_dict key.")
+    port: int = Field(22, ge=1, le=65535)
+    local: bool = Field(False, description="This host is the machine the harness runs on (no SSH).")
+    mgmt_ip: str | None = None
+    vpc_ip: str | None = None
+    bmc_ip: str | None = None
+
+
+class _ClusterFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    username: str
+    priv_key_file: str | None
+    node_dict: Any = Field(description="host -> settings, or a list of {mgmt_ip: host} / host strings.")
+    known_hosts: str | None = None
+    container: dict[str, Any] = Field(default_factory=dict)
+    password: Any = Field(None, description="Not supported (must be null): SSH uses priv_key_file.")
+    head_node_dict: dict[str, Any] = Field(default_factory=dict)
+    env_vars: dict[str, Any] = Field(default_factory=dict)
+    orchestrator: str | None = None
+
+
+def load_cluster(path: Path | str) -> Cluster:
+    """Read and check a cluster file; every problem is reported at once as a ConfigError."""
+    path = Path(path)
+    raw, _ = read_json_object(path, "cluster")
+    return parse_cluster(raw, path)
+
+
+def parse_cluster(raw: dict[str, Any], path: Path, user: str | None = None) -> Cluster:
+    """The Cluster described by `raw` (already parsed JSON); `user` replaces `{user-id}`."""
+    data = substitute_user(strip_comments(raw), user or local_user())
+    problems: list[Problem] = [
+        (where, changeme_hint(where, text)) for where, text in find_changeme(data, keys_too=True)
+    ]
+    blocked = {where for where, _ in problems}
+    model, model_problems = validate_model(_ClusterFile, data)
+    if data.get("password") is not None:
+        model_problems.append(("password", "password login is not supported; set it to null and use priv_key_file"))
+    hosts, host_problems = _hosts(data.get("node_dict")) if "node_dict" in data else ([], [])
+    problems += [p for p in model_problems + host_problems if not is_under(p[0], blocked)]
+    if model and not model.priv_key_file and not all(h.local for h in hosts):
+        problems.append(("priv_key_file", "required: the SSH key used to reach the (non-local) hosts"))
+    if problems:
+        raise ConfigError(path, problems)
+    assert model is not None
+    return Cluster(path=path, username=model.username, priv_key_file=model.priv_key_file or None,
+                   hosts=hosts, container=model.container, known_hosts=model.known_hosts)
+
+
+def _hosts(node_dict: Any) -> tuple[list[HostSpec], list[Problem]]:
+    """Hosts in file order; dict keys are host names, list entries name themselves by mgmt_ip/address."""
+    problems: list[Problem] = []
+    entries: list[tuple[str, _Node, str]] = []
+    if isinstance(node_dict, dict):
+        items = [(name, value, join_path("node_dict", name)) for name, value in node_dict.items()]
+    elif isinstance(node_dict, list):
+        items = [(None, value, join_path("node_dict", i)) for i, value in enumerate(node_dict)]
+    else:
+        return [], [("node_dict", "must be an object {host: {...}} or a list of hosts")]
+    for name, value, where in items:
+        if isinstance(value, str) and name is None:
+            value = {"mgmt_ip": value}
+        node, node_problems = validate_model(_Node, value if value is not None else {}, where)
+        problems += node_problems
+        if node is None:
+            continue
+        host = name if name is not None else (node.mgmt_ip or node.address or "")
+        if not host.strip():
+            problems.append((where, "needs mgmt_ip (or address): the host to reach"))
+            continue
+        entries.append((host, node, where))
+    if not items:
+        problems.append(("node_dict", "lists no hosts; add at least one"))
+    hosts: list[HostSpec] = []
+    seen: dict[str, str] = {}
+    for name, node, where in entries:
+        if name in seen:
+            problems.append((where, f"host {name!r} is listed twice (also {seen[name]})"))
+            continue
+        seen[name] = where
+        local = node.local or (name in LOCAL_NAMES and not node.model_fields_set)
+        hosts.append(HostSpec(name=name, address=node.address or name, port=node.port, local=local))
+    return hosts, problems
+
+
+def resolved_username(cluster: Cluster | None) -> str | None:
+    """The cluster's username for `{user-id}` in the suite config, unless it is still the literal token."""
+    if cluster is None or not cluster.username or cluster.username == USER_ID:
+        return None
+    return cluster.username

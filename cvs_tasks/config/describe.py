@@ -1,0 +1,86 @@
+"""What a loaded suite will do on a given cluster: single or distributed, backend, hosts, combos.
+
+Used by `config.validate` and the run manifest. `local_file_warnings` is the one function here
+that looks at the disk (the head node's view), and it only warns: node-side facts are checked on
+the nodes at run time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from cvs_tasks.config.cluster import Cluster
+from cvs_tasks.config.load import Suite
+from cvs_tasks.config.redact import redact
+
+SuiteKind = Literal["single", "distributed"]
+BACKEND_LABELS = {"megatron": "Megatron-LM", "primus": "Primus"}
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def guess_suite_kind(config_path: Path, host_count: int | None) -> tuple[SuiteKind, list[str]]:
+    """The host count decides when known (>1 is distributed); otherwise the config's name does."""
+    stem = config_path.stem.lower()
+    named: SuiteKind | None = "distributed" if "_distributed" in stem else "single" if "_single" in stem else None
+    if host_count is None:
+        return named or "single", []
+    kind: SuiteKind = "distributed" if host_count > 1 else "single"
+    warnings = []
+    if named and named != kind:
+        warnings.append(f"the config is named for a {named} run but the cluster has {host_count} "
+                        f"host(s); running it as {kind}")
+    return kind, warnings
+
+
+def distributed_warnings(suite: Suite, kind: SuiteKind) -> list[str]:
+    """Settings a multi-node run needs that a single-node config can leave out."""
+    if kind != "distributed":
+        return []
+    env = suite.config.container.env
+    notes = []
+    if env.get("MASTER_ADDR", "").strip() in ("", *_LOOPBACK):
+        notes.append("container.env.MASTER_ADDR should be the first host's address for a distributed run")
+    if suite.backend == "megatron" and not env.get("NCCL_IB_HCA"):
+        notes.append("container.env.NCCL_IB_HCA is not set; NCCL will pick RDMA devices itself")
+    if suite.config.checkpoint.enforce and not suite.config.checkpoint.checkpoint_dir:
+        notes.append("checkpoint.checkpoint_dir must be set (shared storage) for a distributed checkpoint test")
+    return notes
+
+
+def local_file_warnings(suite: Suite) -> list[str]:
+    """Files the head node reads that are missing here (only warnings: they may exist on the nodes)."""
+    token = Path(suite.config.paths.hf_token_file).expanduser()
+    if not token.is_file():
+        return [f"paths.hf_token_file {token} does not exist here; the tokenizer download will be skipped or fail"]
+    return []
+
+
+def effective_config(suite: Suite) -> dict[str, Any]:
+    """The config after placeholders and defaults, secrets redacted (for the manifest and `config.show`)."""
+    return redact(suite.config.model_dump(mode="json"))
+
+
+def describe_suite(suite: Suite, cluster: Cluster | None = None, *, check_local_files: bool = True) -> dict[str, Any]:
+    """A JSON-able summary of what the suite will run, with every warning gathered."""
+    kind, kind_warnings = guess_suite_kind(suite.config_path, len(cluster.hosts) if cluster else None)
+    warnings = list(suite.warnings) + kind_warnings + distributed_warnings(suite, kind)
+    if check_local_files:
+        warnings += local_file_warnings(suite)
+    return {
+        "config_file": str(suite.config_path),
+        "threshold_file": str(suite.threshold_path) if suite.threshold_path else None,
+        "suite": kind,
+        "backend": BACKEND_LABELS[suite.backend],
+        "gpu_name": suite.config.gpu_name,
+        "gpus_per_node": suite.config.gpus_per_node,
+        "image": suite.config.container.image,
+        "model_name": suite.config.train_params.get("model_name"),
+        "enforce_thresholds": suite.config.enforce_thresholds,
+        "hosts": [{"name": h.name, "address": h.address, "port": h.port, "local": h.local}
+                  for h in cluster.hosts] if cluster else [],
+        "combos": [{"id": c.id, "cell": c.cell, "has_thresholds": c.cell in suite.thresholds,
+                    "train_params": c.train_params} for c in suite.combos],
+        "files_hash": suite.files_hash,
+        "warnings": warnings,
+    }

@@ -1,0 +1,176 @@
+"""Pydantic models of the suite config file (the NEW schema of the product document).
+
+Every block forbids unknown keys so a typo is reported instead of silently ignored. Cross-field
+rules that need the raw file (sweep, env, placeholders) live in `sweep.py` and `rules.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+GPU_NAMES = ("MI300X", "MI325X", "MI355X")
+
+
+def _number_as_text(value: Any) -> Any:
+    """Let `"micro_batch_size": 1` mean "1": sizes are strings in the schema but users type numbers."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+NumText = Annotated[str, BeforeValidator(_number_as_text)]
+
+
+class Block(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Paths(Block):
+    hf_token_file: str = Field(description="File holding the Hugging Face token (read on the head node).")
+    log_dir: str = Field(description="Where training logs go on the nodes (and inside the container).")
+    scripts_dir: str = Field(description="Where the harness writes launch scripts on the nodes.")
+    data_cache_dir: str = Field(description="Tokenizer/data cache; shared storage for distributed runs.")
+    rocm_dir: str = Field("", description="ROCm install in the container; empty means auto-detect.")
+
+
+class Registry(Block):
+    username: str
+    password_file: str = Field(description="File on each node holding the registry password (fed via stdin).")
+    server: str = ""
+
+
+class RuntimeArgs(Block):
+    network: str = "host"
+    ipc: str = "host"
+    privileged: bool = True
+    volumes: list[str] = Field(default_factory=list, description='Bind mounts, "host:container[:ro]".')
+    devices: list[str] = Field(default_factory=list)
+    cap_add: list[str] = Field(default_factory=list)
+    security_opt: list[str] = Field(default_factory=list)
+    group_add: list[str] = Field(default_factory=list)
+    ulimit: list[str] = Field(default_factory=list, description='e.g. "nofile=1048576:1048576".')
+    shm_size: str | None = None
+    registry: Registry | None = None
+
+    @field_validator("volumes")
+    @classmethod
+    def _volume_shape(cls, volumes: list[str]) -> list[str]:
+        bad = [v for v in volumes if len(v.split(":")) not in (2, 3) or not all(v.split(":")[:2])]
+        if bad:
+            raise ValueError(f'volumes must look like "host:container" or "host:container:ro"; got {bad}')
+        return volumes
+
+
+class Runtime(Block):
+    name: Literal["docker", "host"] = Field(
+        description="docker: one container per node; host: run directly on the node (no container)."
+    )
+    args: RuntimeArgs = Field(default_factory=RuntimeArgs)
+
+
+class Container(Block):
+    lifetime: Literal["per_run", "persistent", "no_launch"] = "per_run"
+    name: str = Field("", description="Container name on every node (required for the docker runtime).")
+    image: str = Field(description="Image to run; a name containing 'primus' selects the Primus backend.")
+    image_tar: str | None = Field(None, description="docker-save tarball on the nodes, loaded if the image is absent.")
+    runtime: Runtime
+    env: dict[str, str] = Field(default_factory=dict, description="Container environment; values are strings.")
+
+
+class Smoke(Block):
+    enabled: bool = True
+    iters: int = Field(10, ge=1)
+    micro_batch_size: NumText = "1"
+    global_batch_size: NumText = Field("", description='Empty: "8" single-node, "16" distributed.')
+    precision: str = "BF16"
+
+
+class Checkpoint(Block):
+    enforce: bool = False
+    save_interval: int = Field(20, ge=1)
+    save_iters: int = Field(21, ge=1)
+    resume_iters: int = Field(25, ge=1)
+    loss_rtol: float = Field(0.05, ge=0)
+    checkpoint_dir: str = Field("", description="Shared checkpoint directory (distributed only).")
+
+
+class LossCurve(Block):
+    sample_every: int = Field(10, ge=1)
+    milestone_steps: list[int] = Field(default_factory=lambda: [100, 500, 1000, 5000])
+    max_slope: float = 0.0
+    enforce: bool = True
+
+
+class Convergence(Block):
+    target_metric: Literal["auto", "train_loss", "eval_loss"] = "auto"
+    target_value: float = Field(0.0, description="Loss to reach; <= 0 disables.")
+
+
+class ScalingBaseline(Block):
+    tokens_per_sec_total: float = Field(0.0, ge=0, description="Baseline total tok/s; 0 disables.")
+    num_nodes: int = Field(1, ge=1)
+
+
+class Sweep(Block):
+    combinations: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description='Key "MBS=<m>,GBS=<g>,PRECISION=<p>" -> train_params overlays for that combo.',
+    )
+    runs: list[str] | None = Field(None, description="Ordered combination keys to run; absent means all.")
+
+
+class Watch(Block):
+    poll_interval_s: float = Field(2.0, gt=0)
+    stall_timeout_s: float = Field(900.0, gt=0, description="Fail when no log line arrives for this long.")
+    startup_timeout_s: float = Field(1800.0, gt=0, description="Fail when no iteration appears this long after launch.")
+    timeout_s: float = Field(0.0, ge=0, description="Whole-run limit; 0 derives it from the iteration count.")
+
+
+class Gpu(Block):
+    visible_check: str = Field("test -e /dev/kfd", description="Command that succeeds when GPUs are visible.")
+    pids_command: str = Field("rocm-smi --showpids", description="Command listing processes holding GPUs.")
+
+
+class SuiteConfig(Block):
+    """The suite config file; `_`-prefixed top-level keys are comments and are dropped before this."""
+
+    gpu_name: str = Field(description="MI300X, MI325X or MI355X.")
+    gpus_per_node: int = Field(8, ge=1)
+    enforce_thresholds: bool = True
+    threshold_json: str = Field("", description="Threshold file; relative to this file, then the repo's thresholds/.")
+    verify_network_errors: bool = False
+    paths: Paths
+    container: Container
+    train_params: dict[str, Any] = Field(description="Free-form training parameters; model_name is required.")
+    smoke: Smoke = Field(default_factory=Smoke)
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    loss_curve: LossCurve = Field(default_factory=LossCurve)
+    convergence: Convergence = Field(default_factory=Convergence)
+    scaling_baseline: ScalingBaseline = Field(default_factory=ScalingBaseline)
+    sweep: Sweep = Field(default_factory=Sweep)
+    watch: Watch = Field(default_factory=Watch)
+    gpu: Gpu = Field(default_factory=Gpu)
+
+    @field_validator("gpu_name", mode="before")
+    @classmethod
+    def _known_gpu(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        name = value.strip().upper()
+        if name not in GPU_NAMES:
+            raise ValueError(f"must be one of {', '.join(GPU_NAMES)} (got {value!r})")
+        return name
+
+
+TOP_LEVEL_KEYS = tuple(SuiteConfig.model_fields)
+
+
+def config_schema() -> dict[str, Any]:
+    """JSON Schema of the suite config, for editors (`"$schema"` completion and checks)."""
+    schema = SuiteConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "cvs-tasks suite config"
+    schema["patternProperties"] = {"^_": {"description": "comment; ignored"}}
+    return schema

@@ -1,0 +1,96 @@
+"""The packaged templates (`configs/`, `thresholds/`, `cluster/` at the repo root): list and copy."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cvs_tasks.config.errors import did_you_mean
+from cvs_tasks.config.thresholds import REPO_ROOT
+from cvs_tasks.errors import BadInput
+
+TEMPLATE_DIRS: dict[str, Path] = {
+    "config": REPO_ROOT / "configs",
+    "threshold": REPO_ROOT / "thresholds",
+    "cluster": REPO_ROOT / "cluster",
+}
+
+SHARED_PREFIXES = {"mi3xx": ("mi300x", "mi325x")}
+"""Config name prefixes shared by several GPU SKUs, each with its own threshold files."""
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    kind: Literal["config", "threshold", "cluster"]
+    path: Path
+    thresholds: tuple[str, ...] = field(default=())
+    """For a config: the threshold files made for it (one per GPU SKU)."""
+
+
+def list_templates(pattern: str = "", dirs: dict[str, Path] | None = None) -> list[Template]:
+    """Every packaged template whose name contains `pattern` (case-insensitive), configs first."""
+    dirs = TEMPLATE_DIRS if dirs is None else dirs
+    thresholds_dir = dirs.get("threshold")
+    found: list[Template] = []
+    for kind in ("config", "threshold", "cluster"):
+        directory = dirs.get(kind)
+        if directory is None or not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.json")):
+            matched = thresholds_for(path.name, thresholds_dir) if kind == "config" else ()
+            found.append(Template(path.name, kind, path, tuple(matched)))  # type: ignore[arg-type]
+    needle = pattern.lower()
+    return [t for t in found if needle in t.name.lower()]
+
+
+def thresholds_for(config_name: str, thresholds_dir: Path | None) -> list[str]:
+    """`mi3xx_megatron_llama-3.1-8b_single.json` -> the mi300x_ and mi325x_ threshold files for it."""
+    stem = Path(config_name).stem
+    if "_" not in stem or thresholds_dir is None or not thresholds_dir.is_dir():
+        return []
+    prefix, rest = stem.split("_", 1)
+    skus = SHARED_PREFIXES.get(prefix.lower(), (prefix.lower(),))
+    names = sorted(p.name for p in thresholds_dir.glob(f"*_{rest}_threshold.json"))
+    return [n for n in names if n.lower().split("_", 1)[0] in skus]
+
+
+def find_template(name: str, dirs: dict[str, Path] | None = None) -> Template:
+    """A template by file name; `configs/x.json` or `training/megatron/x.json` also work."""
+    templates = list_templates("", dirs)
+    wanted = Path(name).name
+    for template in templates:
+        if template.name == wanted:
+            return template
+    hint = did_you_mean(wanted, [t.name for t in templates])
+    raise BadInput(f"no packaged template named {name!r}{hint}; see `invoke config.list`")
+
+
+def copy_template(
+    name: str,
+    output: Path | str,
+    *,
+    with_thresholds: bool = False,
+    overwrite: bool = False,
+    dirs: dict[str, Path] | None = None,
+) -> list[Path]:
+    """Copy a template to `output` (a file path, or an existing folder); with `with_thresholds`, its
+    threshold files go next to it. Returns the paths written. Never overwrites unless asked."""
+    template = find_template(name, dirs)
+    into_folder = str(output).endswith(("/", "\\"))
+    output = Path(output).expanduser()
+    target = output / template.name if into_folder or output.is_dir() else output
+    plan = [(template.path, target)]
+    if with_thresholds:
+        thresholds_dir = (dirs or TEMPLATE_DIRS)["threshold"]
+        plan += [(thresholds_dir / t, target.parent / t) for t in template.thresholds]
+    existing = [dst for _, dst in plan if dst.exists()]
+    if existing and not overwrite:
+        raise BadInput("not overwriting existing file(s): " + ", ".join(str(p) for p in existing)
+                       + " (pass --force to replace them)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for src, dst in plan:
+        shutil.copyfile(src, dst)
+    return [dst for _, dst in plan]

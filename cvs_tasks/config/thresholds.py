@@ -1,0 +1,157 @@
+"""The threshold file: cells (`MBS=..,GBS=..,PRECISION=..` or `default`) -> metric -> spec.
+
+Also where the loader finds it: relative to the config's folder first, then the repo's
+`thresholds/` folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from cvs_tasks.config.errors import Problem, did_you_mean, join_path
+from cvs_tasks.config.files import read_json_object
+from cvs_tasks.config.placeholders import strip_comments
+from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
+from cvs_tasks.config.validation import validate_model
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+"""The checkout the package runs from: the parent of the `cvs_tasks` package directory."""
+THRESHOLDS_DIR = REPO_ROOT / "thresholds"
+
+Kind = Literal["min", "max", "max_ms", "min_tok_s", "within", "min_ratio", "info"]
+KNOWN_METRICS = (
+    "training.throughput_per_gpu",
+    "training.tokens_per_gpu",
+    "training.elapsed_time_per_iteration",
+    "training.mem_usage",
+    "training.scaling_efficiency_pct",
+    "training.steps_to_target",
+    "training.time_to_target_seconds",
+    "training.step_time_p50_ms",
+    "training.step_time_p95_ms",
+    "training.lm_loss",
+    "training.grad_norm",
+    "training.tflops_recomputed",
+)
+
+
+class ThresholdSpec(BaseModel):
+    """One metric's gate. `optional` turns a missing value into SKIPPED instead of FAIL."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Kind
+    value: float | None = None
+    optional: bool = False
+    tolerance_pct: float | None = None
+    reference: str | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> "ThresholdSpec":
+        wrong: list[str] = []
+        if self.kind != "info" and self.value is None:
+            wrong.append(f"kind {self.kind!r} needs a numeric value")
+        if self.kind == "within":
+            if self.tolerance_pct is None or self.tolerance_pct < 0:
+                wrong.append("kind 'within' needs tolerance_pct >= 0 (percent either side of value)")
+            if self.value is not None and self.value < 0:
+                wrong.append("kind 'within' needs value >= 0 (a negative value inverts the band)")
+        if self.kind == "min_ratio" and not self.reference:
+            wrong.append("kind 'min_ratio' needs reference (the metric to divide by)")
+        if wrong:
+            raise ValueError("; ".join(wrong))
+        return self
+
+
+Thresholds = dict[str, dict[str, ThresholdSpec]]
+
+
+def load_threshold_file(path: Path) -> tuple[Thresholds, bytes, list[Problem], list[str]]:
+    """(cells, raw bytes, problems, warnings). Unreadable files raise ConfigError naming the file."""
+    raw, data = read_json_object(path, "threshold")
+    cells: Thresholds = {}
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    for key, cell in strip_comments(raw).items():
+        where = join_path("", key)
+        if key != DEFAULT_COMBO and parse_combo_key(key) is None:
+            problems.append((where, "invalid cell key; write MBS=<m>,GBS=<g>,PRECISION=<p> "
+                             "(the sweep key) or 'default'"))
+            continue
+        if not isinstance(cell, dict):
+            problems.append((where, 'must be an object of metric -> spec, e.g. '
+                             '{"training.throughput_per_gpu": {"kind": "min", "value": 400}}'))
+            continue
+        specs: dict[str, ThresholdSpec] = {}
+        for metric, spec_data in cell.items():
+            metric_where = join_path(where, metric)
+            if not metric.startswith("training."):
+                problems.append((metric_where, "metric names start with 'training.'"
+                                 f"{did_you_mean('training.' + metric, KNOWN_METRICS)}"))
+                continue
+            spec, spec_problems = validate_model(ThresholdSpec, spec_data, metric_where)
+            problems += spec_problems
+            if spec is None:
+                continue
+            specs[metric] = spec
+            if metric not in KNOWN_METRICS:
+                warnings.append(f"{path}: {metric_where}: not a metric the harness produces"
+                                f"{did_you_mean(metric, KNOWN_METRICS)}; it will only ever be missing")
+        cells[key] = specs
+    return cells, data, problems, warnings
+
+
+def expected_threshold_name(config_path: Path, gpu_name: str) -> str | None:
+    """`mi3xx_megatron_llama-3.1-8b_single.json` + MI300X -> `mi300x_megatron_llama-3.1-8b_single_threshold.json`."""
+    stem = config_path.stem
+    if "_" not in stem or not gpu_name:
+        return None
+    return f"{gpu_name.strip().lower()}_{stem.split('_', 1)[1]}_threshold.json"
+
+
+def find_threshold_file(
+    threshold_json: str, config_path: Path, gpu_name: str, search_dirs: list[Path] | None = None,
+) -> tuple[Path | None, str | None]:
+    """(the threshold file, None) or (None, what went wrong). Pure apart from existence checks.
+
+    A non-empty `threshold_json` is a path: absolute, or relative to the config's folder, then to
+    each of `search_dirs` (default: the repo's `thresholds/`). An empty one means the single
+    `*threshold.json` next to the config, or the SKU-named file for this config.
+    """
+    config_dir = config_path.resolve().parent
+    dirs = [config_dir] + (search_dirs if search_dirs is not None else [THRESHOLDS_DIR])
+    if threshold_json.strip():
+        given = Path(threshold_json.strip()).expanduser()
+        tried = [given] if given.is_absolute() else [d / given for d in dirs]
+        for candidate in tried:
+            if candidate.is_file():
+                return candidate, None
+        return None, "threshold file not found; tried " + ", ".join(str(t) for t in tried)
+    expected = expected_threshold_name(config_path, gpu_name)
+    beside = sorted(config_dir.glob("*threshold.json"))
+    if len(beside) == 1:
+        return beside[0], None
+    if expected and config_dir / expected in beside:
+        return config_dir / expected, None
+    if beside:
+        names = ", ".join(p.name for p in beside)
+        return None, f"is empty and several threshold files sit next to the config ({names}); name one here"
+    for directory in dirs[1:]:
+        if expected and (directory / expected).is_file():
+            return directory / expected, None
+    looked = f" or {expected} in {', '.join(str(d) for d in dirs[1:])}" if expected else ""
+    return None, f"is empty and no *threshold.json file sits next to the config{looked}; set threshold_json"
+
+
+def threshold_candidates(config_path: Path, search_dirs: list[Path] | None = None) -> list[str]:
+    """Threshold file names that fit a config (for `<changeme>` hints): the SKU variants of its name."""
+    stem = config_path.stem
+    if "_" not in stem:
+        return []
+    rest = stem.split("_", 1)[1]
+    dirs = [config_path.resolve().parent] + (search_dirs if search_dirs is not None else [THRESHOLDS_DIR])
+    names = {p.name for d in dirs if d.is_dir() for p in d.glob(f"*_{rest}_threshold.json")}
+    return sorted(names)

@@ -1,0 +1,105 @@
+"""`config` namespace: list and copy templates, validate a config (with its cluster), show, schema."""
+
+from __future__ import annotations
+
+import json
+
+from invoke import Collection, task
+
+from cvs_tasks import config as cfg
+from cvs_tasks.tasks._common import user_errors
+
+
+@task(name="list", help={"filter": "Only templates whose file name contains this text (e.g. 8b, mi355x, threshold)."})
+def list_(c, filter=""):
+    """List the packaged config, threshold and cluster templates."""
+    with user_errors():
+        templates = cfg.list_templates(filter)
+        if not templates:
+            print(f"no packaged template matches {filter!r}")
+        for template in templates:
+            extra = f"  (thresholds: {', '.join(template.thresholds)})" if template.thresholds else ""
+            print(f"{template.kind:9}  {template.name}{extra}")
+
+
+@task(
+    positional=["name"],
+    help={
+        "name": "Template file name, e.g. mi3xx_megatron_llama-3.1-8b_single.json (see config.list).",
+        "output": "Where to write it: a file path, or an existing folder.",
+        "with_thresholds": "Also copy the template's threshold file(s) next to it.",
+        "force": "Replace files that already exist.",
+    },
+)
+def copy(c, name, output, with_thresholds=False, force=False):
+    """Copy a packaged template to edit: then replace every <changeme> and run config.validate."""
+    with user_errors():
+        for path in cfg.copy_template(name, output, with_thresholds=with_thresholds, overwrite=force):
+            print(f"wrote {path}")
+
+
+@task(
+    help={
+        "config": "Suite config JSON to check.",
+        "cluster": "Cluster JSON (hosts); enables the host-count checks and {user-id} from its username.",
+    }
+)
+def validate(c, config, cluster=None):
+    """Load a config (and cluster) as a run would; print what would run, or every problem (exit 2)."""
+    with user_errors():
+        loaded_cluster = cfg.load_cluster(cluster) if cluster else None
+        summary = cfg.describe_suite(cfg.load_suite(config, loaded_cluster), loaded_cluster)
+        print(format_summary(summary))
+
+
+@task(
+    help={
+        "config": "Suite config JSON.",
+        "cluster": "Cluster JSON; its container defaults and username are applied as in a run.",
+    }
+)
+def show(c, config, cluster=None):
+    """Print the effective config as JSON (placeholders resolved, defaults filled, secrets redacted)."""
+    with user_errors():
+        loaded_cluster = cfg.load_cluster(cluster) if cluster else None
+        print(json.dumps(cfg.effective_config(cfg.load_suite(config, loaded_cluster)), indent=2))
+
+
+@task
+def schema(c):
+    """Print the JSON Schema of the suite config (point an editor's "$schema" at a saved copy)."""
+    with user_errors():
+        print(json.dumps(cfg.config_schema(), indent=2))
+
+
+def format_summary(summary: dict) -> str:
+    """The validate report: one header block, one block per combo, then warnings."""
+    lines = [
+        f"config     {summary['config_file']}",
+        f"thresholds {summary['threshold_file'] or '(none: record-only)'}",
+        f"suite      {summary['suite']} ({summary['backend']}, {summary['gpu_name']} x {summary['gpus_per_node']})",
+        f"image      {summary['image']}",
+        f"model      {summary['model_name']}",
+        f"gating     {'enforced' if summary['enforce_thresholds'] else 'record-only'}",
+    ]
+    if summary["hosts"]:
+        hosts = ", ".join(h["name"] + (" (local)" if h["local"] else "") for h in summary["hosts"])
+        lines.append(f"hosts      {len(summary['hosts'])}: {hosts}")
+    lines.append(f"combos     {len(summary['combos'])}")
+    for combo in summary["combos"]:
+        gate = "" if combo["has_thresholds"] else "  [no threshold cell: recorded only]"
+        lines.append(f"  {combo['id']}{gate}")
+        params = combo["train_params"]
+        lines.append("    " + ", ".join(f"{k}={params[k]}" for k in sorted(params)))
+    for warning in summary["warnings"]:
+        lines.append(f"warning: {warning}")
+    lines.append("OK: the config is valid")
+    return "\n".join(lines)
+
+
+ns = Collection("config")
+ns.add_task(list_, name="list")
+ns.add_task(copy)
+ns.add_task(validate)
+ns.add_task(show)
+ns.add_task(schema)
