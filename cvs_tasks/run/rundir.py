@@ -139,7 +139,7 @@ class RunDir:
                 out.append(StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-        combos = list(self.manifest().get("combos", []))
+        combos = list(self.manifest().get("combos") or [])
         stage_rank = {s: i for i, s in enumerate(STAGES)}
 
         def key(r: StageRecord) -> tuple[int, int, str]:

@@ -1,0 +1,300 @@
+"""report.html and metrics.html: jinja2 templates fed a view built from results.json.
+
+Autoescape is on and undefined names are errors, so a ``<script>`` in a reason or a log tail is
+shown as text and a template typo fails a test instead of rendering blank. The view below turns
+raw values into display strings up front; templates only lay them out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from cvs_tasks.report import svg
+from cvs_tasks.report.formatting import (
+    DASH,
+    fmt_duration,
+    fmt_number,
+    fmt_test_duration,
+    fmt_time,
+    or_dash,
+    plain_text,
+    plural,
+    short_metric,
+)
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+LOSS_COLOUR = "#1565c0"
+SAMPLE_COLOUR = "#1565c0"
+TREND_COLOUR = "#c62828"
+TFLOPS_COLOUR = "#6a1b9a"
+
+
+def make_environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(str(TEMPLATES_DIR)),
+        autoescape=select_autoescape(enabled_extensions=("html", "j2", "xml"), default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_report(
+    results: Mapping[str, Any],
+    *,
+    effective_config: Any = None,
+    steps_by_combo: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+) -> str:
+    """The full report page for a run."""
+    view = report_view(results, effective_config, steps_by_combo or {})
+    return make_environment().get_template("report.html.j2").render(**view)
+
+
+def render_metrics(results: Mapping[str, Any]) -> str:
+    """The consolidated Sweep / Metric / Expected / Actual / Unit / Status page."""
+    view = {"header": header_view(results), "rows": consolidated_rows(results), "summary": metric_summary(results)}
+    return make_environment().get_template("metrics.html.j2").render(**view)
+
+
+# -- view building -------------------------------------------------------------------------------
+def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_combo: Mapping[str, Any]) -> dict:
+    tests = results.get("tests", [])
+    return {
+        "header": header_view(results),
+        "facts": summary_facts(results),
+        "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "total")},
+        "metric_summary": metric_summary(results),
+        "tests": [test_view(t) for t in tests],
+        "combos": [combo_view(results, c, steps_by_combo.get(c) or []) for c in results.get("combos", [])],
+        "checkpoint": checkpoint_view(_find(tests, "checkpoint", None)),
+        "config_json": json.dumps(effective_config, indent=2, sort_keys=True) if effective_config else "",
+    }
+
+
+def header_view(results: Mapping[str, Any]) -> dict:
+    return {
+        "run_id": or_dash(results.get("run_id")),
+        "verdict": results.get("verdict", "FAIL"),
+        "verdict_reason": results.get("verdict_reason", ""),
+        "incomplete": bool(results.get("incomplete")),
+        "not_run": list(results.get("not_run", [])),
+        "title_suffix": " ".join(
+            str(v) for v in (results.get("backend"), results.get("suite"), results.get("model_name")) if v
+        ),
+        "suite": or_dash(results.get("suite")),
+    }
+
+
+def summary_facts(results: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) pairs for the summary grid; a missing manifest field shows as a dash."""
+    hosts = results.get("hosts") if isinstance(results.get("hosts"), list) else []
+    cluster = f"{', '.join(map(str, hosts))} ({plural(len(hosts), 'node')})" if hosts else DASH
+    gpu = or_dash(results.get("gpu_name"))
+    if results.get("gpus_per_node") and gpu != DASH:
+        gpu = f"{gpu} × {results['gpus_per_node']} per node"
+    return [
+        ("Cluster", cluster),
+        ("Image", or_dash(results.get("image"))),
+        ("Backend", or_dash(results.get("backend"))),
+        ("Suite", or_dash(results.get("suite"))),
+        ("GPU", gpu),
+        ("Model", or_dash(results.get("model_name"))),
+        ("Started", fmt_time(results.get("created"))),
+        ("Duration", fmt_duration(results.get("duration_s"))),
+        ("Thresholds", _threshold_text(results)),
+        ("Config file", or_dash(results.get("config_file"))),
+        ("Cluster file", or_dash(results.get("cluster_file"))),
+        ("Tool version", or_dash(results.get("tool_version"))),
+    ]
+
+
+def _threshold_text(results: Mapping[str, Any]) -> str:
+    name = or_dash(results.get("threshold_file"))
+    enforce = results.get("enforce_thresholds")
+    if enforce is None:
+        return name
+    return f"{name} ({'enforced' if enforce else 'record only'})"
+
+
+def metric_summary(results: Mapping[str, Any]) -> str:
+    """The filter-bar line: "N metrics, F Failed, P Passed, S Skipped, R Recorded"."""
+    mc = results.get("metric_counts", {})
+    return (
+        f"{plural(mc.get('total', 0), 'metric')}, {mc.get('FAIL', 0)} Failed, {mc.get('PASS', 0)} Passed, "
+        f"{mc.get('SKIPPED', 0)} Skipped, {mc.get('RECORD', 0)} Recorded"
+    )
+
+
+def test_view(test: Mapping[str, Any]) -> dict:
+    return {
+        "name": test["name"],
+        "anchor": _anchor(test.get("combo")),
+        "combo": test.get("combo"),
+        "status": test["status"],
+        "reason": test.get("reason") or "",
+        "duration": fmt_test_duration(test.get("status"), test.get("duration_s")),
+        "links": [{"label": log["label"], "path": log["path"]} for log in test.get("logs", []) if log.get("exists")],
+    }
+
+
+def metric_view(metric: Mapping[str, Any]) -> dict:
+    return {
+        "metric": short_metric(str(metric.get("name", ""))),
+        "expected": metric.get("expected") or "-",
+        "actual": fmt_number(metric.get("value")),
+        "unit": metric.get("unit") or "",
+        "status": metric.get("status", "RECORD"),
+        "reason": metric.get("reason") or "",
+    }
+
+
+def consolidated_rows(results: Mapping[str, Any]) -> list[dict]:
+    rows = []
+    for test in results.get("tests", []):
+        for metric in test.get("metrics", []):
+            rows.append({"sweep": test.get("combo") or DASH, **metric_view(metric)})
+    return rows
+
+
+def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[Any]]) -> dict:
+    tests = results.get("tests", [])
+    training = _find(tests, "training", combo)
+    metric = _find(tests, "metric", combo)
+    loss = _find(tests, "loss_curve", combo)
+    details = (training or {}).get("details", {})
+    recorded = any(t and t.get("recorded") for t in (training, metric, loss))
+    return {
+        "recorded": recorded,
+        "combo": combo,
+        "anchor": _anchor(combo),
+        "stages": [
+            {"label": label, "status": t["status"] if t else "SKIPPED"}
+            for label, t in (("training", training), ("metric", metric), ("loss curve", loss))
+        ],
+        "training_facts": training_facts(details, results),
+        "metrics": [metric_view(m) for m in (metric or {}).get("metrics", [])],
+        "metric_reason": (metric or {}).get("reason", "") if metric and not metric.get("metrics") else "",
+        "loss": loss_view(combo, (loss or {}).get("details", {}), steps),
+        "throughput_svg": throughput_svg(combo, steps),
+        "error": error_view(training),
+        "nodes": [
+            {**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned"))}
+            for n in (training or {}).get("nodes", [])
+        ],
+    }
+
+
+def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if not details:
+        return []
+    facts = [("Steps", _progress(details.get("last_step"), details.get("planned")))]
+    if "completed" in details:
+        facts.append(("Completed", or_dash(details.get("completed"))))
+    if details.get("tflops_recomputed") is not None:
+        facts.append(("TFLOP/s/GPU (recomputed)", fmt_number(details.get("tflops_recomputed"))))
+    distributed = results.get("suite") == "distributed" or len(results.get("hosts") or []) > 1
+    if distributed or details.get("scaling_efficiency_pct") is not None:
+        value = details.get("scaling_efficiency_pct")
+        facts.append(("Scaling efficiency", f"{fmt_number(value)} %" if value is not None else DASH))
+    return facts
+
+
+def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[Sequence[Any]]) -> dict:
+    """Loss-curve chart (all logged losses, the sampled points, their least-squares trend) and numbers."""
+    points = [(p[0], p[1]) for p in details.get("points", []) if isinstance(p, (list, tuple)) and len(p) >= 2]
+    logged = [(row[0], row[4]) for row in steps if len(row) >= 5 and row[4] is not None]
+    series = []
+    if logged:
+        series.append(svg.Series("lm loss", logged, "#90a4ae", "line"))
+    if points:
+        series.append(svg.Series("sampled", points, SAMPLE_COLOUR, "dots"))
+        numeric = [(float(x), float(y)) for x, y in points if _is_num(x) and _is_num(y)]
+        trend = svg.trend_series(numeric, "least-squares trend", TREND_COLOUR)
+        if trend:
+            series.append(trend)
+    chart = svg.line_chart(series, title=f"Loss curve {combo}", x_label="step", y_label="lm loss")
+    facts = []
+    if details:
+        facts = [
+            ("Slope", fmt_number(details.get("slope"))),
+            ("Max slope", fmt_number(details.get("max_slope"))),
+            ("Samples", fmt_number(details.get("n"))),
+            ("Decreasing", or_dash(details.get("decreasing"))),
+            ("Enforced", or_dash(details.get("enforced"))),
+        ]
+    return {"svg": Markup(chart), "facts": facts}
+
+
+def throughput_svg(combo: str, steps: Sequence[Sequence[Any]]) -> Markup:
+    points = [(row[0], row[2]) for row in steps if len(row) >= 3 and row[2] is not None]
+    chart = svg.line_chart(
+        [svg.Series("TFLOP/s/GPU", points, TFLOPS_COLOUR, "line")],
+        title=f"Throughput per step {combo}",
+        x_label="step",
+        y_label="TFLOP/s/GPU",
+    )
+    return Markup(chart)
+
+
+def error_view(training: Mapping[str, Any] | None) -> dict | None:
+    """The failure block of a combo: signature, node, offending line and the log tail."""
+    if not training or training.get("status") not in ("FAIL", "ERROR"):
+        return None
+    details = training.get("details", {})
+    error = details.get("error") or {}
+    node = DASH
+    if error.get("host") is not None or error.get("rank") is not None:
+        node = f"{or_dash(error.get('host'))} (rank {or_dash(error.get('rank'))})"
+    return {
+        "signature": or_dash(error.get("name")),
+        "cls": or_dash(error.get("cls")),
+        "node": node,
+        "line": error.get("line"),
+        "text": plain_text(error.get("text")),
+        "reason": training.get("reason") or "",
+        "tail": "\n".join(plain_text(line) for line in details.get("log_tail", []) or []),
+    }
+
+
+def checkpoint_view(test: Mapping[str, Any] | None) -> dict | None:
+    if not test or not test.get("details"):
+        return None
+    d = test["details"]
+    saves = d.get("save_times_s") or {}
+    return {
+        "status": test["status"],
+        "reason": test.get("reason") or "",
+        "facts": [
+            ("Last checkpoint step", fmt_number(d.get("last_ckpt"))),
+            ("First resumed step", fmt_number(d.get("first_resumed_step"))),
+            ("Loss at save", fmt_number(d.get("save_loss"))),
+            ("Loss at resume", fmt_number(d.get("resume_loss"))),
+            ("Loss rtol", fmt_number(d.get("loss_rtol"))),
+            ("Load time", fmt_duration(d.get("load_time_s"))),
+        ],
+        "saves": [(str(k), fmt_duration(v)) for k, v in saves.items()] if isinstance(saves, dict) else [],
+    }
+
+
+def _find(tests: Sequence[Mapping[str, Any]], stage: str, combo: str | None) -> Mapping[str, Any] | None:
+    return next((t for t in tests if t.get("stage") == stage and t.get("combo") == combo), None)
+
+
+def _progress(step: Any, total: Any) -> str:
+    if step is None and total is None:
+        return DASH
+    return f"{fmt_number(step)} / {fmt_number(total)}"
+
+
+def _anchor(combo: str | None) -> str:
+    return "combo-" + "".join(ch if ch.isalnum() else "-" for ch in combo) if combo else ""
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -1,0 +1,62 @@
+"""Write results.json, report.html, metrics.html and junit.xml into a run directory.
+
+Reads only the run directory (manifest, stage records, which log files exist), so any run — a
+finished one, a crashed one, one still going — can be re-rendered at any time. Every file is
+replaced atomically, so a browser or CI job never reads half a report.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cvs_tasks.errors import InfraError
+from cvs_tasks.report.html import render_metrics, render_report
+from cvs_tasks.report.junit import junit_xml
+from cvs_tasks.report.results import build_results, read_manifest
+from cvs_tasks.run.rundir import RunDir, write_json_atomic
+
+OUTPUTS = {"results": "results.json", "report": "report.html", "metrics": "metrics.html", "junit": "junit.xml"}
+
+
+def render_all(run: RunDir) -> dict[str, Path]:
+    """Render every report file of ``run``; returns {"results"|"report"|"metrics"|"junit": path}."""
+    results = build_results(run)
+    manifest = read_manifest(run)
+    paths = {key: run.path / name for key, name in OUTPUTS.items()}
+    write_json_atomic(paths["results"], results)
+    html = render_report(
+        results,
+        effective_config=manifest.get("effective_config"),
+        steps_by_combo=steps_by_combo(run, results.get("combos", [])),
+    )
+    write_bytes_atomic(paths["report"], html.encode("utf-8"))
+    write_bytes_atomic(paths["metrics"], render_metrics(results).encode("utf-8"))
+    write_bytes_atomic(paths["junit"], junit_xml(results))
+    return paths
+
+
+def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[Any]]:
+    """Per-step training rows of each combo (kept out of results.json; only the plots need them)."""
+    out: dict[str, list[Any]] = {}
+    for combo in combos:
+        record = run.read_record("training", combo)
+        steps = record.data.get("steps") if record else None
+        if isinstance(steps, list):
+            out[combo] = [row for row in steps if isinstance(row, (list, tuple))]
+    return out
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same directory, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InfraError(f"cannot write {path}: {exc.strerror or exc}") from None

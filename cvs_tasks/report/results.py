@@ -1,0 +1,285 @@
+"""The results.json object: every expected test row of a run, its status, metrics and logs.
+
+Built only from what the run directory holds (manifest, stage records, log files on disk), so a
+crashed or half-finished run still yields an honest result: rows the lifecycle never reached
+appear as SKIPPED "not run (run incomplete)" and the verdict is FAIL with ``incomplete: true``.
+Every other surface (HTML, JUnit, console summary) is derived from this object.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from cvs_tasks.run.records import PER_COMBO_STAGES, STAGES, StageRecord, test_name
+from cvs_tasks.run.rundir import RunDir
+
+NOT_RUN = "not run (run incomplete)"
+TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED")
+METRIC_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "RECORD", "SKIPPED")
+FAILING = frozenset({"FAIL", "ERROR"})
+
+# Manifest fields copied into results.json as they are (None when the manifest lacks them).
+SUMMARY_FIELDS: tuple[str, ...] = (
+    "tool_version",
+    "suite",
+    "backend",
+    "image",
+    "gpu_name",
+    "gpus_per_node",
+    "hosts",
+    "model_name",
+    "cluster_file",
+    "config_file",
+    "threshold_file",
+    "files_hash",
+    "enforce_thresholds",
+    "created",
+    "finished",
+)
+
+# Stage data too bulky for results.json; the HTML reads it from the record for its plots.
+BULKY_DATA_KEYS = frozenset({"steps"})
+# Stages whose jobs write per-node training logs under logs/<stage>/<combo-dir>/out-node<N>/.
+NODE_LOG_STAGES = frozenset({"smoke", "checkpoint", "training"})
+
+Key = tuple[str, str | None]
+
+
+def build_results(run: RunDir) -> dict[str, Any]:
+    """The results.json object for one run directory (see module docstring)."""
+    manifest = read_manifest(run)
+    records = {(r.stage, r.combo): r for r in read_records(run)}
+    combos = combo_order(manifest, records.values())
+    hosts = manifest.get("hosts") if isinstance(manifest.get("hosts"), list) else []
+    keys = expected_keys(combos, records.keys())
+
+    tests = []
+    for stage, combo in keys:
+        record = records.get((stage, combo))
+        logs = collect_logs(run, record, stage, combo, len(hosts))
+        tests.append(test_row(record, stage, combo, logs))
+
+    missing = [t["name"] for t in tests if not t["recorded"]]
+    interrupted = bool(manifest.get("interrupted", False))
+    incomplete = interrupted or bool(missing)
+    counts = count_statuses((t["status"] for t in tests), TEST_STATUSES)
+    metric_counts = count_statuses((m["status"] for t in tests for m in t["metrics"]), METRIC_STATUSES)
+    failed = counts["FAIL"] + counts["ERROR"]
+    verdict = "PASS" if failed == 0 and not incomplete else "FAIL"
+
+    summary = {field: manifest.get(field) for field in SUMMARY_FIELDS}
+    return {
+        "verdict": verdict,
+        "verdict_reason": verdict_reason(counts, missing, interrupted),
+        "run_id": manifest.get("run_id") or run.run_id,
+        **summary,
+        "duration_s": run_duration(manifest, records.values()),
+        "interrupted": interrupted,
+        "incomplete": incomplete,
+        "not_run": missing,
+        "combos": combos,
+        "counts": counts,
+        "metric_counts": metric_counts,
+        "tests": tests,
+    }
+
+
+def read_manifest(run: RunDir) -> dict[str, Any]:
+    """The manifest, or {} when it is missing or not a JSON object (fields then render as dashes)."""
+    manifest = run.manifest()
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def read_records(run: RunDir) -> list[StageRecord]:
+    """Every readable stage record (unordered; a corrupt or half-written one counts as not run).
+
+    Read directly rather than through ``RunDir.records()`` so a manifest with a malformed
+    ``combos`` field cannot stop a report from rendering.
+    """
+    out = []
+    for path in sorted(run.stages_dir.glob("*.json")) if run.stages_dir.is_dir() else []:
+        try:
+            out.append(StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return out
+
+
+def combo_order(manifest: dict[str, Any], records: Iterable[StageRecord]) -> list[str]:
+    """The manifest's combos in order, then any combo only the records know about."""
+    declared = manifest.get("combos")
+    combos = [str(c) for c in declared] if isinstance(declared, list) else []
+    for record in records:
+        if record.combo and record.combo not in combos:
+            combos.append(record.combo)
+    return combos
+
+
+def expected_keys(combos: list[str], recorded: Iterable[Key]) -> list[Key]:
+    """Every (stage, combo) row a complete run has, plus any extra recorded row, in lifecycle order."""
+    keys: list[Key] = []
+    for stage in STAGES:
+        if stage in PER_COMBO_STAGES:
+            keys.extend((stage, combo) for combo in combos)
+        else:
+            keys.append((stage, None))
+    keys.extend(k for k in recorded if k not in keys)
+    stage_rank = {s: i for i, s in enumerate(STAGES)}
+    combo_rank = {c: i for i, c in enumerate(combos)}
+
+    def order(key: Key) -> tuple[int, int]:
+        stage, combo = key
+        return (stage_rank.get(stage, len(STAGES)), combo_rank.get(combo, -1) if combo else -1)
+
+    return sorted(keys, key=order)
+
+
+def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: list[dict]) -> dict[str, Any]:
+    """One results.json test: the record's outcome, or a SKIPPED placeholder when it never ran."""
+    if record is None:
+        return {
+            "name": test_name(stage, combo),
+            "stage": stage,
+            "combo": combo,
+            "status": "SKIPPED",
+            "reason": NOT_RUN,
+            "recorded": False,
+            "started": None,
+            "ended": None,
+            "duration_s": None,
+            "metrics": [],
+            "nodes": [],
+            "logs": logs,
+            "details": {},
+            "attempts": [],
+        }
+    status, reason = record.status, record.reason
+    if status not in TEST_STATUSES:
+        status, reason = "ERROR", f"record has unknown status {record.status!r}; {reason}".rstrip("; ")
+    return {
+        "name": record.name,
+        "stage": stage,
+        "combo": combo,
+        "status": status,
+        "reason": reason,
+        "recorded": True,
+        "started": record.started or None,
+        "ended": record.ended or None,
+        "duration_s": round(record.duration, 3) if record.started and record.ended else None,
+        "metrics": [metric_row(m) for m in record.metrics],
+        "nodes": [node_row(n) for n in record.nodes],
+        "logs": logs,
+        "details": {k: v for k, v in record.data.items() if k not in BULKY_DATA_KEYS},
+        "attempts": list(record.attempts),
+    }
+
+
+def metric_row(row: Any) -> dict[str, Any]:
+    status = row.status if row.status in METRIC_STATUSES else "RECORD"
+    return {
+        "name": row.name,
+        "value": row.value,
+        "unit": row.unit or "",
+        "expected": row.expected or "-",
+        "status": status,
+        "reason": row.reason or "",
+    }
+
+
+def node_row(node: Any) -> dict[str, Any]:
+    return {
+        "host": node.host,
+        "rank": node.rank,
+        "status": node.status,
+        "reason": node.reason or "",
+        "last_step": node.last_step,
+        "planned": node.planned,
+        "log": node.log,
+    }
+
+
+def collect_logs(
+    run: RunDir, record: StageRecord | None, stage: str, combo: str | None, nhosts: int
+) -> list[dict[str, Any]]:
+    """Artifact and node-log paths of a row, each marked with whether the file is in the run dir.
+
+    The record's artifacts come first; node logs and the conventional stage/node log locations
+    are added when not already listed, so a run that died before writing a record still links
+    the logs that were pulled back.
+    """
+    listed: list[tuple[str, str]] = []
+    if record is not None:
+        listed.extend((str(label), str(path)) for label, path in record.artifacts.items())
+        listed.extend((f"node {n.rank} log ({n.host})", n.log) for n in record.nodes if n.log)
+    conventional = [("stage log", _relative(run, run.stage_log_path(stage, combo)))]
+    if stage in NODE_LOG_STAGES:
+        conventional.extend(
+            (f"node {rank} log", _relative(run, run.node_log_path(stage, combo, rank))) for rank in range(nhosts)
+        )
+
+    seen: set[str] = set()
+    logs: list[dict[str, Any]] = []
+    for label, path in listed + conventional:
+        if path in seen:
+            continue
+        seen.add(path)
+        exists = file_in_run(run.path, path)
+        if exists or (label, path) in listed:
+            logs.append({"label": label, "path": path, "exists": exists})
+    return logs
+
+
+def file_in_run(run_path: Path, relative: str) -> bool:
+    """True when ``relative`` names an existing file inside the run directory (no escaping it)."""
+    if not relative or Path(relative).is_absolute():
+        return False
+    root = run_path.resolve()
+    target = (root / relative).resolve()
+    return target.is_relative_to(root) and target.is_file()
+
+
+def _relative(run: RunDir, path: Path) -> str:
+    return str(Path(path).relative_to(run.path))
+
+
+def count_statuses(statuses: Iterable[str], known: tuple[str, ...]) -> dict[str, int]:
+    counts = {s: 0 for s in known}
+    total = 0
+    for status in statuses:
+        total += 1
+        if status in counts:
+            counts[status] += 1
+    counts["total"] = total
+    return counts
+
+
+def verdict_reason(counts: dict[str, int], missing: list[str], interrupted: bool) -> str:
+    """One line saying why the verdict is what it is."""
+    parts = []
+    if counts["FAIL"]:
+        parts.append(f"{counts['FAIL']} failed")
+    if counts["ERROR"]:
+        parts.append(f"{counts['ERROR']} errored")
+    if interrupted:
+        parts.append("run interrupted")
+    if missing:
+        parts.append(f"run incomplete: {len(missing)} of {counts['total']} tests not run")
+    if not parts:
+        return f"all {counts['total']} tests passed or were skipped by rule"
+    return "; ".join(parts)
+
+
+def run_duration(manifest: dict[str, Any], records: Iterable[StageRecord]) -> float | None:
+    """Wall time of the run: manifest start to finish, or to the last record's end if unfinished."""
+    created = manifest.get("created")
+    if not isinstance(created, (int, float)) or created <= 0:
+        return None
+    finished = manifest.get("finished")
+    if not isinstance(finished, (int, float)) or finished <= 0:
+        ends = [r.ended for r in records if r.ended]
+        finished = max(ends) if ends else None
+    if finished is None or finished < created:
+        return None
+    return round(float(finished) - float(created), 3)

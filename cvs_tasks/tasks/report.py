@@ -1,0 +1,41 @@
+"""`invoke report`: re-render a run directory's reports (works on finished, failed or partial runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from invoke import Collection, task
+
+from cvs_tasks.errors import GateFailed
+from cvs_tasks.tasks._common import user_errors
+
+DEFAULT_REPORTS = "reports"
+
+
+@task(
+    default=True,
+    help={
+        "run": "Run id or run directory path (default: the latest run)",
+        "reports_dir": "Folder holding run directories (default: reports, or $CVS_REPORTS_DIR)",
+    },
+)
+def render(c, run=None, reports_dir=None):
+    """Write results.json, report.html, metrics.html and junit.xml; exit 1 if the verdict is FAIL."""
+    from cvs_tasks.report import print_summary, render_all
+    from cvs_tasks.run.rundir import RunDir
+
+    with user_errors():
+        root = Path(reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
+        run_dir = RunDir.resolve(root, run)
+        paths = render_all(run_dir)
+        results = json.loads(paths["results"].read_text(encoding="utf-8"))
+        for label, path in paths.items():
+            print(f"{label:>8}: {path}")
+        print_summary(results, run_dir=run_dir.path)
+        if results["verdict"] != "PASS":
+            raise GateFailed(f"verdict FAIL: {results['verdict_reason']}")
+
+
+ns = Collection("report", render)

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from jinja2 import UndefinedError
+
+from cvs_tasks.report.html import make_environment, render_metrics, render_report
+from cvs_tasks.report.render import render_all
+from cvs_tasks.report.results import build_results
+
+from .conftest import edit_manifest, edit_record
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "circle", "line", "rect", "polyline", "path", "col", "wbr"}
+PAGES = {"metrics.html", "results.json", "junit.xml", "run.json", "report.html"}
+
+
+class TagBalance(HTMLParser):
+    """Fails on a closing tag that does not match the open one (template mistakes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.hrefs: list[str] = []
+        self.problems: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.hrefs += [v for k, v in attrs if k == "href" and v is not None]
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.hrefs += [v for k, v in attrs if k == "href" and v is not None]
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.problems.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+        else:
+            self.stack.pop()
+
+
+def parse(html: str) -> TagBalance:
+    parser = TagBalance()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
+def rendered(run) -> str:
+    return Path(render_all(run)["report"]).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["passing_distributed", "failed_nccl", "partial"])
+def test_every_fixture_renders_balanced_self_contained_html(fixture_run, name):
+    html = rendered(fixture_run(name))
+    parsed = parse(html)
+    assert parsed.problems == [] and parsed.stack == []
+    assert "<script" not in html.lower()
+    assert "<link" not in html.lower()
+    urls = re.findall(r"https?://[^\s\"'<>]+", html)
+    assert set(urls) <= {"http://www.w3.org/2000/svg"}, urls
+
+
+def test_summary_shows_verdict_cluster_image_and_counts(fixture_run):
+    html = rendered(fixture_run("passing_distributed"))
+    assert '<div class="verdict PASS">' in html
+    for text in ("gpu-node-01, gpu-node-02 (2 nodes)", "rocm/primus:v25.9_gfx942", "Primus", "distributed",
+                 "MI300X × 8 per node", "llama3.1_8b", "2026-05-28", "25 m 10 s", "11 tests"):
+        assert text in html, text
+    assert "10 metrics, 0 Failed, 6 Passed, 2 Skipped, 2 Recorded" in html
+
+
+def test_per_combo_sections_have_metrics_plots_scaling_and_checkpoint(fixture_run):
+    html = rendered(fixture_run("passing_distributed"))
+    assert html.count('<section class="combo"') == 2
+    assert html.count("<th>Metric</th><th>Expected</th><th>Actual</th><th>Unit</th><th>Status</th>") == 2
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') == 4  # loss + throughput per combo
+    assert html.count("<circle") >= 20  # sampled loss points (10 per combo)
+    assert "stroke-dasharray" in html  # the trend line
+    assert "Scaling efficiency</span>96.4 %" in html
+    assert "Checkpoint save / resume" in html and "First resumed step" in html
+    assert "throughput_per_gpu" in html and "training.throughput_per_gpu" not in html
+
+
+def test_effective_config_is_collapsed_pretty_json(fixture_run):
+    html = rendered(fixture_run("passing_distributed"))
+    details = html[html.index("<details><summary>Show the effective config"):]
+    assert "&#34;HF_TOKEN&#34;: &#34;***&#34;" in details or "&quot;HF_TOKEN&quot;: &quot;***&quot;" in details
+
+
+def test_links_point_only_at_files_that_exist(fixture_run):
+    run = fixture_run("failed_nccl")
+    html = rendered(run)
+    hrefs = parse(html).hrefs
+    log_links = [h for h in hrefs if not h.startswith("#") and h not in PAGES]
+    assert log_links, "expected links to logs"
+    for href in log_links:
+        assert (run.path / href).is_file(), href
+    assert "MBS_4_GBS_128_PRECISION_BF16/out-node1/training.log\"" not in html  # listed, never pulled back
+
+
+def test_failed_combo_shows_signature_node_line_and_clean_log_tail(fixture_run):
+    html = rendered(fixture_run("failed_nccl"))
+    assert "Training failed: NCCL timeout on mi300-b (rank 1) at step 37/200" in html
+    assert "nccl_timeout" in html and "mi300-b (rank 1)" in html and "1842" in html
+    assert "torch.distributed.DistBackendError" in html
+    assert "\x1b" not in html and "[31m" not in html
+    assert '<div class="verdict FAIL">' in html
+    assert 'class="row-FAIL"' in html
+
+
+def test_script_in_reason_and_log_tail_renders_as_text(fixture_run):
+    run = fixture_run("failed_nccl")
+    evil = "<script>alert('x')</script>"
+    name = "training[MBS_4_GBS_128_PRECISION_FP8].json"
+    edit_record(run, name, lambda d: (d.update(reason=evil), d["data"]["log_tail"].append(evil)))
+    edit_manifest(run, lambda m: m.update(image=evil))
+    paths = render_all(run)
+    for key in ("report", "metrics"):
+        html = paths[key].read_text()
+        assert "<script>" not in html
+    report = paths["report"].read_text()
+    assert report.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 3
+
+
+def test_partial_run_renders_dashes_and_the_incomplete_banner(fixture_run):
+    html = rendered(fixture_run("partial"))
+    assert "<dt>Image</dt><dd>—</dd>" in html
+    assert "<dt>Model</dt><dd>—</dd>" in html
+    assert "Run incomplete." in html and "5 expected tests did not run" in html
+    assert "not run (run incomplete)" in html
+    assert "Not run (run incomplete): no training, metric or loss-curve record for this combo." in html
+
+
+def test_manifest_with_wrong_types_still_renders(fixture_run):
+    run = fixture_run("partial")
+    edit_manifest(run, lambda m: m.update(hosts="not-a-list", gpus_per_node=None, created="yesterday", combos=None))
+    html = rendered(run)
+    assert "<dt>Cluster</dt><dd>—</dd>" in html
+    assert "<dt>Started</dt><dd>—</dd>" in html
+
+
+def test_render_report_needs_no_run_directory():
+    results = {"verdict": "FAIL", "run_id": "x", "tests": [], "combos": [], "counts": {}, "metric_counts": {}}
+    html = render_report(results)
+    assert "cvs-tasks run <span class=\"mono\">x</span>" in html
+    assert "No metric results" in render_metrics(results)
+
+
+def test_templates_reject_undefined_names():
+    env = make_environment()
+    with pytest.raises(UndefinedError):
+        env.from_string("{{ missing.field }}").render()
+    assert env.from_string("{{ x }}").render(x="<b>") == "&lt;b&gt;"
+
+
+def test_results_drive_the_metrics_page(fixture_run):
+    run = fixture_run("failed_nccl")
+    results = build_results(run)
+    html = render_metrics(results)
+    assert "<th>Sweep</th><th>Metric</th><th>Expected</th><th>Actual</th><th>Unit</th><th>Status</th>" in html
+    assert html.count("<tr class=\"row-") == results["metric_counts"]["total"] == 5
+    assert "5 metrics, 1 Failed, 3 Passed, 0 Skipped, 1 Recorded" in html
+    assert '<td class="text-FAIL"' in html and "395.11" in html
+    assert "Training Metric Results (distributed)" in html
+    assert parse(html).problems == []
