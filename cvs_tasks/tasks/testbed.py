@@ -1,0 +1,68 @@
+"""`invoke testbed.*`: the local GPU-less cluster the tests and the demo run against.
+
+Real sshd + dockerd per loopback node, a registry-free image holding the simulated trainer.
+State lives in `$CVS_TESTBED_DIR` (default /tmp/cvs-testbed).
+"""
+from __future__ import annotations
+
+import json
+
+from invoke import Collection, task
+
+from cvs_tasks.tasks._common import user_errors
+
+STATE_HELP = "State directory (default: $CVS_TESTBED_DIR or /tmp/cvs-testbed)"
+
+
+@task(help={"docker_host": "Daemon to load the image into (default: the local default daemon)"})
+def image(c, docker_host="unix:///var/run/docker.sock"):
+    """Build (once, cached) and load the simulated-trainer image; prints its name."""
+    with user_errors():
+        from testbed.image import ensure_image
+        print(ensure_image(docker_host))
+
+
+@task(help={"nodes": "Number of nodes (127.0.0.2, .3, …); default 2",
+            "docker_nodes": "How many of them get their own dockerd (default: all; the rest share node 0's)",
+            "state_dir": STATE_HELP})
+def up(c, nodes=2, docker_nodes=None, state_dir=None):
+    """Start (or reuse) the local testbed cluster and print its cluster files."""
+    with user_errors():
+        from testbed import cluster
+        cluster.up(nodes=int(nodes), docker_nodes=int(docker_nodes) if docker_nodes else None,
+                   state_dir=state_dir)
+
+
+@task(help={"state_dir": STATE_HELP})
+def down(c, state_dir=None):
+    """Stop the testbed's daemons and containers, unmount and remove its state."""
+    with user_errors():
+        from testbed import cluster
+        if not cluster.down(state_dir):
+            print("testbed: nothing to stop")
+
+
+@task(help={"state_dir": STATE_HELP, "json_": "Print the status as JSON"})
+def status(c, state_dir=None, json_=False):
+    """Show each testbed node and whether its sshd and dockerd answer."""
+    with user_errors():
+        from testbed import cluster
+        report = cluster.status(state_dir)
+        if json_:
+            print(json.dumps(report, indent=2))
+            return
+        if not report["nodes"]:
+            print(f"testbed: not running ({report['state_dir']})")
+            return
+        print(f"testbed in {report['state_dir']}: image {report['image']}, cluster file {report['cluster_file']}")
+        for node in report["nodes"]:
+            docker = "shared" if node["dockerd"] is None else ("up" if node["dockerd"] else "DOWN")
+            print(f"  node{node['index']} {node['address']}: sshd {'up' if node['sshd'] else 'DOWN'}, "
+                  f"dockerd {docker} ({node['docker_host']})")
+
+
+ns = Collection("testbed")
+ns.add_task(up, default=True)
+ns.add_task(image)
+ns.add_task(down)
+ns.add_task(status)

@@ -1,0 +1,172 @@
+"""One testbed node = an sshd on 127.0.0.N:22 and (usually) its own dockerd.
+
+Each daemon gets its own config, keys, socket, data root and pidfile under the node's state
+directory; readiness is polled (docker `/_ping`, SSH banner) with a bound, never slept for.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cvs_tasks.errors import InfraError
+
+from . import procs
+
+DOCKERD_READY_S = 60.0
+SSHD_READY_S = 20.0
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """`root` holds configs, keys, logs and the data root; `run` (short, under /run) holds the
+    docker socket and exec root, whose unix-socket paths must stay under ~104 characters."""
+    root: Path
+    run: Path
+
+    @property
+    def sshd_config(self) -> Path: return self.root / "sshd_config"
+    @property
+    def host_key(self) -> Path: return self.root / "ssh_host_ed25519_key"
+    @property
+    def sshd_pidfile(self) -> Path: return self.root / "sshd.pid"
+    @property
+    def sshd_log(self) -> Path: return self.root / "sshd.log"
+    @property
+    def docker_socket(self) -> Path: return self.run / "docker.sock"
+    @property
+    def docker_pidfile(self) -> Path: return self.root / "docker.pid"
+    @property
+    def docker_log(self) -> Path: return self.root / "dockerd.log"
+    @property
+    def docker_config(self) -> Path: return self.root / "daemon.json"
+    @property
+    def data_root(self) -> Path: return self.root / "data"
+    @property
+    def exec_root(self) -> Path: return self.run / "exec"
+
+
+def sshd_config_text(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str) -> str:
+    return "\n".join([
+        "# cvs-testbed node sshd (generated)",
+        f"ListenAddress {address}:22",
+        f"HostKey {paths.host_key}",
+        f"PidFile {paths.sshd_pidfile}",
+        f"AuthorizedKeysFile {authorized_keys}",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "PermitRootLogin prohibit-password",
+        "StrictModes no",
+        "UseDNS no",
+        "PrintMotd no",
+        "MaxStartups 200:30:400",
+        "MaxSessions 64",
+        "LogLevel ERROR",
+        f"SetEnv DOCKER_HOST={docker_host}",
+        "Subsystem sftp /usr/lib/openssh/sftp-server",
+        "",
+    ])
+
+
+def host_key(paths: NodePaths) -> str:
+    """The node's ed25519 host key (created once); returns the public key line."""
+    if not paths.host_key.is_file():
+        paths.root.mkdir(parents=True, exist_ok=True)
+        _check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"cvs-testbed-{paths.root.name}",
+                "-f", str(paths.host_key)], "ssh-keygen (host key)")
+    return Path(str(paths.host_key) + ".pub").read_text().strip()
+
+
+def start_sshd(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str) -> int:
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    paths.sshd_config.write_text(sshd_config_text(address, paths, authorized_keys, docker_host))
+    _check(["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)], f"sshd config check for {address}")
+    pid = procs.spawn(["/usr/sbin/sshd", "-D", "-f", str(paths.sshd_config), "-E", str(paths.sshd_log)],
+                      paths.root / "sshd.stdout")
+    wait_ssh(address, pid, paths)
+    return pid
+
+
+def start_dockerd(paths: NodePaths) -> int:
+    for d in (paths.data_root, paths.exec_root, paths.run):
+        d.mkdir(parents=True, exist_ok=True)
+    paths.docker_config.write_text(json.dumps({}))
+    paths.docker_socket.unlink(missing_ok=True)
+    cmd = ["/usr/sbin/dockerd", "--config-file", str(paths.docker_config),
+           "--data-root", str(paths.data_root), "--exec-root", str(paths.exec_root),
+           "-H", f"unix://{paths.docker_socket}", "--pidfile", str(paths.docker_pidfile),
+           "--bridge=none", "--iptables=false", "--log-level=warn"]
+    pid = procs.spawn(cmd, paths.docker_log)
+    wait_docker(paths, pid)
+    return pid
+
+
+def docker_ping(sock_path: Path, timeout: float = 2.0) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(sock_path))
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            return b" 200 " in sock.recv(256)
+    except OSError:
+        return False
+
+
+def ssh_banner(address: str, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((address, 22), timeout=timeout) as sock:
+            return sock.recv(64).startswith(b"SSH-2.0")
+    except OSError:
+        return False
+
+
+def wait_docker(paths: NodePaths, pid: int) -> None:
+    deadline = time.monotonic() + DOCKERD_READY_S
+    while time.monotonic() < deadline:
+        if docker_ping(paths.docker_socket):
+            return
+        if not procs.alive(pid):
+            raise InfraError(f"dockerd for {paths.root.name} exited during start-up; see {paths.docker_log}: "
+                             + _tail(paths.docker_log))
+        time.sleep(0.1)
+    raise InfraError(f"dockerd for {paths.root.name} did not answer on {paths.docker_socket} within "
+                     f"{DOCKERD_READY_S:.0f} s; see {paths.docker_log}")
+
+
+def wait_ssh(address: str, pid: int, paths: NodePaths) -> None:
+    deadline = time.monotonic() + SSHD_READY_S
+    while time.monotonic() < deadline:
+        if ssh_banner(address):
+            return
+        if not procs.alive(pid):
+            raise InfraError(f"sshd for {address} exited during start-up; see {paths.sshd_log}: "
+                             + _tail(paths.sshd_log))
+        time.sleep(0.05)
+    raise InfraError(f"sshd on {address}:22 not answering after {SSHD_READY_S:.0f} s; see {paths.sshd_log}")
+
+
+def remove_containers(docker_host: str) -> list[str]:
+    """Force-remove every container of one testbed daemon; returns their ids."""
+    listed = subprocess.run(["docker", "-H", docker_host, "ps", "-aq"], capture_output=True, text=True, timeout=60)
+    ids = listed.stdout.split() if listed.returncode == 0 else []
+    if ids:
+        subprocess.run(["docker", "-H", docker_host, "rm", "-f", *ids], capture_output=True, text=True, timeout=120)
+    return ids
+
+
+def _check(cmd: list[str], what: str) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise InfraError(f"{what} failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()}")
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

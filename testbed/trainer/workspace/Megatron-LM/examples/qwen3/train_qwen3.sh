@@ -1,0 +1,10 @@
+#!/bin/bash
+# Simulated trainer (cvs-testbed test double) standing in for ROCm Megatron-LM's examples/qwen3/train_qwen3.sh.
+# Reads the same env vars (MBS, BS/GBS, TP, PP, SEQ_LENGTH, TOTAL_ITERS/TRAIN_ITERS, TE_FP8/PR, ...);
+# only the GPUs and the training math are simulated. Output also goes to $TRAIN_LOG when set.
+TRAIN_LOG="${TRAIN_LOG:-}"
+export TRAIN_LOG
+SIM_HERE="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
+SIM_WORKSPACE="$(cd "$SIM_HERE/../../.." && pwd)"
+export PYTHONDONTWRITEBYTECODE=1
+exec env PYTHONPATH="$SIM_WORKSPACE${PYTHONPATH:+:$PYTHONPATH}" python3 -m simtrainer megatron qwen3 "$@"
