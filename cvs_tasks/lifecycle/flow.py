@@ -1,0 +1,136 @@
+"""The lifecycle in the product document's pinned order, and single stages for ad hoc chaining.
+
+``run_all`` walks launch -> tokenizer -> smoke -> checkpoint -> training[combo]... ->
+metric[combo]... -> loss_curve[combo]... and always tears down, also after Ctrl-C or SIGTERM
+(interrupt once: stop the job, tear down, record, render; twice: exit at once).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+from cvs_tasks.lifecycle import gate_stages, setup_stages, train_stages
+from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
+from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
+from cvs_tasks.run import PER_COMBO_STAGES, StageRecord
+
+EXIT_INTERRUPTED = 130
+
+BODIES: dict[str, Callable[[Session, "str | None"], StageRecord]] = {
+    "launch_container": setup_stages.launch_container,
+    "download_tokenizer": setup_stages.download_tokenizer,
+    "smoke": train_stages.smoke,
+    "checkpoint": train_stages.checkpoint,
+    "training": train_stages.training,
+    "metric": gate_stages.metric,
+    "loss_curve": gate_stages.loss_curve,
+    "teardown": setup_stages.teardown,
+}
+
+_SESSIONS: dict[str, Session] = {}
+
+
+def session_for(req: RunRequest, listener: Callable[[object], None]) -> Session:
+    """One Session per run directory per process, so pre-tasks and their task share connections."""
+    fresh = open_session(req, listener=listener)
+    key = str(fresh.run.path)
+    cached = _SESSIONS.get(key)
+    if cached is not None:
+        cached.force, cached.dry_run, cached.listener = req.force, req.dry_run, listener
+        return cached
+    _SESSIONS[key] = fresh
+    return fresh
+
+
+def close_sessions() -> None:
+    for s in _SESSIONS.values():
+        s.close()
+    _SESSIONS.clear()
+
+
+@contextmanager
+def interrupt_guard(session: Session) -> Iterator[None]:
+    """First SIGINT/SIGTERM: raise Interrupted (stages stop, teardown runs). Second: exit now."""
+    hits = 0
+
+    def handler(signum, _frame):
+        nonlocal hits
+        hits += 1
+        if hits > 1:
+            os._exit(EXIT_INTERRUPTED)
+        session.stop.set()
+        session.say(f"{signal.Signals(signum).name}: stopping the job and tearing down (again to exit at once)", "warning")
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def container_ready(session: Session) -> bool:
+    launch = session.run.read_record("launch_container")
+    down = session.run.read_record("teardown")
+    if not is_done(launch) or launch.status != "PASS":
+        return False
+    return down is None or down.started < launch.ended
+
+
+def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *, force: bool | None = None) -> list[StageRecord]:
+    """One stage (every selected combo for per-combo stages)."""
+    body = BODIES[stage]
+    if stage == "launch_container" and not (force or session.force) and not container_ready(session):
+        force = True  # never launched, or torn down since: launch again
+    if stage == "teardown" and container_ready(session):
+        force = True  # launched again since the last teardown
+    if stage in PER_COMBO_STAGES:
+        selected = list(combos) if combos else session.plan.combo_ids
+        for c in selected:
+            session.plan.combo(c)  # unknown combo -> BadInput before anything runs
+        return [execute(session, stage, c, body, force=force) for c in selected]
+    return [execute(session, stage, None, body, force=force)]
+
+
+def run_all(session: Session) -> int:
+    """The whole lifecycle; returns the exit status (0, 1, 3, or 130 when interrupted)."""
+    records: list[StageRecord] = []
+    interrupted = False
+    with interrupt_guard(session):
+        try:
+            for stage in ("launch_container", "download_tokenizer", "smoke", "checkpoint"):
+                records += run_stage(session, stage)
+            for stage in ("training", "metric", "loss_curve"):
+                records += run_stage(session, stage)
+        except Interrupted:
+            interrupted = True
+        finally:
+            try:
+                records += run_stage(session, "teardown", force=True)
+            except Interrupted:
+                interrupted = True
+            finish_run(session, interrupted=interrupted)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return exit_status(session.run.records())
+
+
+def finish_run(session: Session, *, interrupted: bool = False) -> None:
+    """Stamp the manifest and render the reports from the run directory."""
+    if session.dry_run:
+        return
+    manifest = session.run.manifest()
+    manifest["finished"] = time.time()
+    manifest["interrupted"] = interrupted
+    session.run.write_manifest(manifest)
+    from cvs_tasks.report import render_all
+
+    render_all(session.run)
+
+
+__all__ = ["RunRequest", "run_all", "run_stage", "session_for", "close_sessions", "finish_run", "interrupt_guard"]

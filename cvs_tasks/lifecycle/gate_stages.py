@@ -1,0 +1,80 @@
+"""Stages that judge a combo from its training record alone (no cluster access): metric, loss curve."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from cvs_tasks import metrics as m
+from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.run import StageRecord
+
+
+def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, StageRecord | None]:
+    """The combo's training data, or the SKIPPED record explaining why there is none."""
+    rec = session.run.read_record("training", combo)
+    if rec is None:
+        return None, StageRecord(stage=stage, combo=combo, status="SKIPPED", reason="training has not run for this combo")
+    if rec.status != "PASS" or not rec.data.get("completed"):
+        return None, StageRecord(
+            stage=stage, combo=combo, status="SKIPPED", reason=f"training did not complete ({rec.status}: {rec.reason})"
+        )
+    return rec.data, None
+
+
+def actual_metrics(data: dict) -> dict[str, float | None]:
+    actuals = dict(data.get("metrics", {}))
+    actuals["training.scaling_efficiency_pct"] = data.get("scaling_efficiency_pct")
+    if data.get("steps_to_target") is not None:
+        actuals["training.steps_to_target"] = data.get("steps_to_target")
+        actuals["training.time_to_target_seconds"] = data.get("time_to_target_seconds")
+    return actuals
+
+
+def metric(session: Session, combo_id: str | None) -> StageRecord:
+    combo = session.plan.combo(combo_id)
+    data, skipped = _training(session, "metric", combo.id)
+    if skipped:
+        return skipped
+    cfg = session.config
+    cell = session.plan.suite.thresholds.get(combo.cell)
+    rows = m.evaluate(actual_metrics(data), cell, cfg.enforce_thresholds)
+    failed = [r for r in rows if r.status == "FAIL"]
+    record = StageRecord(stage="metric", combo=combo.id, status="FAIL" if failed else "PASS", metrics=rows)
+    if failed:
+        record.reason = "; ".join(f"{r.name}: {r.reason}" for r in failed)
+    elif not cfg.enforce_thresholds or not cell:
+        why = "enforce_thresholds is false" if not cfg.enforce_thresholds else f"no threshold cell {combo.cell!r}"
+        record.reason = f"record only ({why}): {len(rows)} metrics"
+    else:
+        passed = sum(r.status == "PASS" for r in rows)
+        record.reason = f"{passed} gated metrics passed" + (
+            f", {len(rows) - passed} recorded/skipped" if len(rows) > passed else ""
+        )
+    return record
+
+
+def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
+    combo = session.plan.combo(combo_id)
+    data, skipped = _training(session, "loss_curve", combo.id)
+    if skipped:
+        return skipped
+    lc = session.config.loss_curve
+    steps = [SimpleNamespace(step=int(s[0]), loss=s[4]) for s in data.get("steps", []) if s[4] is not None]
+    cutoff = m.warmup_cutoff(data.get("planned"), data.get("last_step"))
+    points = m.sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
+    fit = m.fit_loss_curve(points, lc.max_slope)
+    record = StageRecord(stage="loss_curve", combo=combo.id, status="PASS", reason=fit.detail)
+    record.data = {
+        "points": [[s, v] for s, v in fit.points],
+        "slope": fit.slope,
+        "max_slope": lc.max_slope,
+        "n": fit.n,
+        "decreasing": fit.decreasing,
+        "enforced": lc.enforce,
+    }
+    if fit.slope is None:
+        record.status = "SKIPPED"
+    elif not fit.decreasing:
+        record.status = "FAIL" if lc.enforce else "PASS"
+        record.reason = ("training loss is not decreasing: " if lc.enforce else "record only (loss_curve.enforce is false): ") + fit.detail
+    return record

@@ -1,0 +1,186 @@
+"""Start one training job on every node, watch it to the end, stop it and free the GPUs.
+
+Used by smoke, both checkpoint phases and every training combo, so the sequence is written
+once: resolve the Primus YAML, (distributed Megatron-LM) set up the Broadcom NIC library, write
+the per-node wrapper scripts (0700), launch them detached, watch, stop what is still running,
+kill leftover GPU processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cvs_tasks.errors import InfraError
+from cvs_tasks.jobs import cleanup, nic, primus
+from cvs_tasks.jobs.launch import build_launch, render_dry_run
+from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
+from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
+from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.metrics import LogParser
+
+
+@dataclass
+class JobResult:
+    job: JobSpec
+    launch: LaunchPlan | None = None
+    outcome: WatchOutcome | None = None
+    setup_failure: str | None = None
+    local_logs: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.setup_failure is None and self.outcome is not None and self.outcome.ok
+
+    @property
+    def reason(self) -> str:
+        if self.setup_failure:
+            return self.setup_failure
+        return self.outcome.reason if self.outcome else "not run"
+
+    def reporting_parser(self) -> LogParser | None:
+        if self.outcome is None:
+            return None
+        return self.outcome.reporting.parser
+
+
+def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) -> JobResult:
+    result = JobResult(job=job)
+    runtime = session.runtime()
+    try:
+        yaml = _primus_yaml(session, job) if job.backend == "primus" else None
+        launch = build_launch(job, primus_yaml=yaml)
+    except JobSetupError as exc:
+        result.setup_failure = str(exc)
+        return result
+    result.launch = launch
+    if session.dry_run:
+        for line in render_dry_run(launch):
+            session.say(line)
+        return result
+    for warning in launch.warnings:
+        session.say(f"warning: {warning}", "warning")
+    nic_failure = _nic_setup(session, job)
+    if nic_failure:
+        result.setup_failure = nic_failure
+        return result
+    _prepare(session, launch.prepare)
+    _write_scripts(session, launch)
+    started = runtime.exec([n.launch_command for n in launch.nodes], timeout=60)
+    bad = [r for r in started if not r.ok]
+    if bad:
+        raise InfraError(
+            f"could not start the job on node {bad[0].host}: {bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]}"
+        )
+    targets = []
+    for node, host in zip(launch.nodes, session.plan.hosts):
+        local = session.run.node_log_path(stage, combo or job.label, node.rank)
+        result.local_logs.append(local)
+        targets.append(WatchTarget(node.rank, host.address, node.log_path, node.exit_path, local))
+    params = job.train_params
+    world = job.nnodes * session.config.gpus_per_node
+
+    def parser() -> LogParser:
+        return LogParser(
+            dialect="auto",
+            seq_length=_int(params.get("sequence_length")),
+            world_size=world,
+            global_batch_size=_int(job.gbs),
+        )
+
+    watcher = Watcher(
+        session.hosts(),
+        targets,
+        iterations=job.iterations,
+        settings=session.watch_settings(),
+        parser_factory=parser,
+        listener=session.listener,
+        stage=stage,
+        combo=combo,
+        stop=session.stop,
+    )
+    try:
+        result.outcome = watcher.run()
+    finally:
+        if result.outcome is None or not result.outcome.ok or any(n.exit_code is None for n in result.outcome.nodes):
+            _stop(session, launch)
+        _free_gpus(session, result)
+    return result
+
+
+def _int(value) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _primus_yaml(session: Session, job: JobSpec) -> str:
+    candidates = primus.primus_yaml_candidates(job)
+    results = session.runtime().exec(primus.yaml_check_command(candidates, job.param("primus_root")), timeout=60)
+    if session.dry_run:
+        return candidates[0]
+    first = results[0]
+    if not first.ok and first.error:
+        raise InfraError(f"cannot look for the Primus YAML on node {first.host}: {first.error}")
+    found = primus.pick_existing_yaml(first.stdout)
+    if found is None:
+        raise JobSetupError(primus.missing_yaml_message(candidates, job.param("primus_root")))
+    return found
+
+
+def _nic_setup(session: Session, job: JobSpec) -> str | None:
+    """Broadcom/thor2 library copy + HCA check, distributed Megatron-LM only; returns a failure."""
+    if not nic.needs_broadcom_setup(job):
+        return None
+    results = session.runtime().exec(nic.nic_setup_command(job), timeout=120)
+    pattern = job.param("hca_id_pattern")
+    for r in results:
+        if not r.ok and r.error:
+            return f"NIC setup failed on node {r.host}: {r.error}"
+        problem = nic.check_hca(r.stdout, pattern)
+        if problem:
+            return f"node {r.host}: {problem}"
+    return None
+
+
+def _write_scripts(session: Session, launch: LaunchPlan) -> None:
+    hosts = session.hosts()
+    for node in launch.nodes:
+        res = hosts.put(node.script_text.encode("utf-8"), node.script_path, 0o700, timeout=60)
+        bad = [r for r in res if not r.ok]
+        if bad:
+            raise InfraError(f"cannot write {node.script_path} on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
+
+
+def _prepare(session: Session, commands: list[str]) -> None:
+    """Create the script and log folders on the node (bind-mounted into the container)."""
+    if not commands:
+        return
+    results = session.hosts().run(" && ".join(commands), timeout=120)
+    bad = [r for r in results if not r.ok]
+    if bad:
+        detail = bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]
+        raise InfraError(f"could not prepare the script and log folders on node {bad[0].host}: {detail}")
+
+
+def _stop(session: Session, launch: LaunchPlan) -> None:
+    """Stop the job everywhere (so surviving nodes never hang on a dead peer); best effort."""
+    try:
+        session.runtime().exec([cleanup.stop_job_command(n) for n in launch.nodes], timeout=60)
+    except Exception as exc:  # noqa: BLE001 - clean-up must not mask the stage's own result
+        session.say(f"warning: stopping the job failed: {exc}", "warning")
+
+
+def _free_gpus(session: Session, result: JobResult) -> None:
+    """Kill GPU processes left behind so the next combo does not start on top of them."""
+    try:
+        command = cleanup.gpu_pids_command(session.config.gpu.pids_command)
+        listed = session.runtime().exec(command, timeout=60)
+        kills = [cleanup.kill_pids_command(cleanup.parse_showpids(r.stdout)) if r.ok else "true" for r in listed]
+        if any(k != "true" for k in kills):
+            session.runtime().exec(kills, timeout=60)
+            result.notes.append("killed leftover GPU processes")
+    except Exception as exc:  # noqa: BLE001
+        session.say(f"warning: GPU process clean-up failed: {exc}", "warning")

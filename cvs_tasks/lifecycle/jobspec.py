@@ -1,0 +1,77 @@
+"""Turn the session's config and one combo (or the smoke / checkpoint cell) into a JobSpec."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cvs_tasks.jobs.spec import JobSpec
+
+if TYPE_CHECKING:
+    from cvs_tasks.config import Combo
+    from cvs_tasks.lifecycle.session import Session
+
+
+def job_spec(
+    session: Session,
+    *,
+    label: str,
+    combo: Combo,
+    mbs: str | None = None,
+    gbs: str | None = None,
+    precision: str | None = None,
+    iterations: int | None = None,
+    save_dir: str | None = None,
+    save_interval: int | None = None,
+    load_dir: str | None = None,
+) -> JobSpec:
+    cfg = session.config
+    plan = session.plan
+    params = dict(combo.train_params)
+    mbs = mbs or combo.mbs
+    gbs = gbs or combo.gbs
+    precision = precision or combo.precision
+    params.update({"micro_batch_size": mbs, "global_batch_size": gbs, "precision": precision})
+    if iterations is None:
+        iterations = int(str(params.get("training_iterations", "10")))
+    params["training_iterations"] = str(iterations)
+    tokenizer_rec = session.run.read_record("download_tokenizer")
+    tokenizer_path = tokenizer_rec.data.get("tokenizer_path") if tokenizer_rec and tokenizer_rec.status == "PASS" else None
+    from cvs_tasks.lifecycle.setup_stages import has_token, token_path
+
+    return JobSpec(
+        backend=plan.backend,
+        label=label,
+        gpu_name=cfg.gpu_name,
+        image=cfg.container.image,
+        runtime=cfg.container.runtime.name,
+        nnodes=plan.nnodes,
+        distributed=plan.distributed,
+        mbs=str(mbs),
+        gbs=str(gbs),
+        precision=str(precision),
+        iterations=int(iterations),
+        train_params=params,
+        log_dir=cfg.paths.log_dir,
+        scripts_dir=cfg.paths.scripts_dir,
+        data_cache_dir=cfg.paths.data_cache_dir,
+        rocm_dir=cfg.paths.rocm_dir or "",
+        env=dict(plan.env),
+        hf_token_path=token_path(session) if has_token(session) else None,
+        tokenizer_path=tokenizer_path,
+        save_dir=save_dir,
+        save_interval=save_interval,
+        load_dir=load_dir,
+        run_id=session.run.run_id,
+    )
+
+
+def smoke_cell(session: Session) -> tuple[str, str, str, int]:
+    """MBS, GBS, precision and iterations of the smoke block, with the suite defaults."""
+    smoke = session.config.smoke
+    default_gbs = "16" if session.plan.distributed else "8"
+    return (
+        smoke.micro_batch_size or "1",
+        smoke.global_batch_size or default_gbs,
+        smoke.precision or "BF16",
+        int(smoke.iters),
+    )

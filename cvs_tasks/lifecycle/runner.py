@@ -1,0 +1,117 @@
+"""Run one stage: skip what is done, skip after an early failure, time it, record it atomically.
+
+The rules of the product document live here, once:
+* a stage already recorded in this run is not redone (``--force`` redoes it);
+* an early-stage failure (launch, tokenizer, smoke) skips everything after it (``lifecycle.failed``);
+* a stage body that raises a CvsError becomes an ERROR record naming the cause, never a traceback;
+* an interrupted stage is recorded as interrupted, and a resumed run reruns it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from cvs_tasks.errors import CvsError, InfraError
+from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.run import StageRecord
+from cvs_tasks.run.events import StageEvent
+from cvs_tasks.run.stagelog import StageLog
+
+EARLY_STAGES = ("launch_container", "download_tokenizer", "smoke")
+StageBody = Callable[[Session, "str | None"], StageRecord]
+
+
+class Interrupted(Exception):
+    """The user pressed Ctrl-C or the harness got SIGTERM."""
+
+
+def is_done(record: StageRecord | None) -> bool:
+    """Recorded and final: an ERROR (infrastructure), an interrupted stage or one skipped because an
+    earlier stage failed is redone by the next command; a FAIL stays until ``--force``."""
+    return (
+        record is not None
+        and record.status != "ERROR"
+        and not record.data.get("interrupted")
+        and not record.data.get("blocked_by")
+    )
+
+
+def lifecycle_failed(session: Session, stage: str) -> StageRecord | None:
+    """The early stage whose failure blocks ``stage``, if any."""
+    if stage in ("teardown",):
+        return None
+    for early in EARLY_STAGES:
+        if early == stage:
+            return None
+        rec = session.run.read_record(early)
+        if rec is not None and rec.status in ("FAIL", "ERROR"):
+            return rec
+    return None
+
+
+def execute(session: Session, stage: str, combo: str | None, body: StageBody, *, force: bool | None = None) -> StageRecord:
+    force = session.force if force is None else force
+    existing = session.run.read_record(stage, combo)
+    if is_done(existing) and not force:
+        session.say(f"{existing.name}: already {existing.status} in run {session.run.run_id} (--force reruns it)")
+        return existing
+    blocker = lifecycle_failed(session, stage)
+    started = time.time()
+    outer = session.listener
+    log_path = session.run.stage_log_path(stage, combo)
+    with StageLog(log_path, outer) as stage_log:
+        if not session.dry_run:
+            session.listener = stage_log
+        try:
+            return _run_body(session, stage, combo, body, blocker, started, session.run.relative(log_path))
+        finally:
+            session.listener = outer
+
+
+def _run_body(session: Session, stage: str, combo: str | None, body: StageBody, blocker, started: float,
+              log_rel: str) -> StageRecord:
+    session.listener(StageEvent(stage, combo))
+    if blocker is not None:
+        record = StageRecord(
+            stage=stage,
+            combo=combo,
+            status="SKIPPED",
+            reason=f"skipped: {blocker.name} {blocker.status.lower()}ed ({blocker.reason})"
+            if blocker.status == "FAIL"
+            else f"skipped: {blocker.name} errored ({blocker.reason})",
+        )
+        record.data["blocked_by"] = blocker.name
+    else:
+        try:
+            record = body(session, combo)
+        except Interrupted:
+            record = StageRecord(stage=stage, combo=combo, status="ERROR", reason="interrupted by the user")
+            record.data["interrupted"] = True
+            _finish(session, record, started, log_rel)
+            raise
+        except CvsError as exc:
+            record = StageRecord(stage=stage, combo=combo, status="ERROR", reason=session.redactor(str(exc)))
+            if not isinstance(exc, InfraError):
+                record.data["error_kind"] = type(exc).__name__
+    _finish(session, record, started, log_rel)
+    return record
+
+
+def _finish(session: Session, record: StageRecord, started: float, log_rel: str) -> None:
+    record.artifacts.setdefault("stage log", log_rel)
+    record.started = record.started or started
+    record.ended = time.time()
+    record.reason = session.redactor(record.reason)
+    if not session.dry_run:
+        session.run.write_record(record)
+    session.listener(StageEvent(record.stage, record.combo, record.status, record.reason))
+
+
+def exit_status(records: list[StageRecord]) -> int:
+    """0 all gates passed, 1 a gate failed, 3 infrastructure failure (ERROR) — worst wins."""
+    if any(r.status == "ERROR" for r in records):
+        return 3
+    if any(r.status == "FAIL" for r in records):
+        return 1
+    return 0

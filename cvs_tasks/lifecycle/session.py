@@ -1,0 +1,222 @@
+"""A Session is one run directory plus everything a stage needs to act on the cluster.
+
+It resolves which run an ad hoc command belongs to (the named one, the latest one for the same
+config, or a new one), refuses a config that changed since the run started (manifest hash), and
+opens the SSH fan-out and the container runtime lazily, once per process.
+"""
+
+from __future__ import annotations
+
+import getpass
+import tempfile
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from cvs_tasks import __version__
+from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
+from cvs_tasks.errors import BadInput
+from cvs_tasks.jobs.watch import WatchSettings
+from cvs_tasks.plan import RunPlan, make_plan
+from cvs_tasks.run import RunDir
+from cvs_tasks.run.events import Message, ignore
+from cvs_tasks.run.redact import Redactor
+
+DEFAULT_REPORTS = "reports"
+
+
+@dataclass
+class RunRequest:
+    """What the user asked for on the command line (all optional)."""
+
+    config: str | None = None
+    cluster: str | None = None
+    run: str | None = None
+    suite: str | None = None
+    reports_dir: str | None = None
+    new: bool = False  # `invoke all` without --run starts a new run
+    dry_run: bool = False
+    force: bool = False
+
+    @property
+    def reports_root(self) -> Path:
+        if self.run and os.sep in self.run:
+            return Path(self.run).expanduser().resolve().parent
+        return Path(self.reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
+
+
+@dataclass
+class Session:
+    plan: RunPlan
+    run: RunDir
+    dry_run: bool = False
+    force: bool = False
+    listener: Callable[[object], None] = ignore
+    redactor: Redactor = field(default_factory=Redactor)
+    stop: threading.Event = field(default_factory=threading.Event)
+    _hosts: object | None = None
+    _runtime: object | None = None
+
+    # -- cluster access (lazy) ----------------------------------------------------------------
+    def hosts(self):
+        if self._hosts is None:
+            if self.dry_run:
+                from cvs_tasks.remote.dryrun import DryRunHosts
+
+                self._hosts = DryRunHosts([h.address for h in self.plan.hosts], echo=self.say)
+            else:
+                from cvs_tasks.remote import connect
+
+                self._hosts = connect(self.plan.cluster)
+        return self._hosts
+
+    def runtime(self):
+        if self._runtime is None:
+            from cvs_tasks.remote import runtime_for
+
+            self._runtime = runtime_for(
+                self.hosts(),
+                self.plan.suite.config.container,
+                run_id=self.run.run_id,
+                owner=_owner(),
+                nnodes=self.plan.nnodes,
+            )
+        return self._runtime
+
+    def close(self) -> None:
+        if self._hosts is not None:
+            self._hosts.close()
+            self._hosts = None
+            self._runtime = None
+
+    # -- settings -----------------------------------------------------------------------------
+    @property
+    def config(self):
+        return self.plan.suite.config
+
+    def watch_settings(self) -> WatchSettings:
+        w = self.config.watch
+        return WatchSettings(
+            poll_interval_s=w.poll_interval_s,
+            stall_timeout_s=w.stall_timeout_s,
+            startup_timeout_s=w.startup_timeout_s,
+            timeout_s=w.timeout_s,
+        )
+
+    @property
+    def node_run_dir(self) -> str:
+        """Per-run folder on the nodes (scripts, the token file); removed at teardown."""
+        return f"{self.config.paths.scripts_dir.rstrip('/')}/{self.run.run_id}"
+
+    def say(self, text: str, level: str = "info") -> None:
+        self.listener(Message(self.redactor(text), level))
+
+
+def _owner() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore) -> Session:
+    """Resolve the run directory for ``req`` and load its config; refuse a changed config."""
+    root = req.reports_root
+    existing = _existing_run(req, root)
+    if existing is not None:
+        manifest = existing.manifest()
+        config = req.config or manifest.get("config_file")
+        cluster = req.cluster or manifest.get("cluster_file")
+        suite_flag = req.suite or manifest.get("suite_flag")
+    else:
+        config, cluster, suite_flag = req.config, req.cluster, req.suite
+    if not config:
+        raise BadInput("no config: pass --config <file> (see `invoke config.list`)")
+    if not cluster:
+        raise BadInput("no cluster file: pass --cluster <file> (e.g. cluster/localhost.json)")
+    cluster_obj: Cluster = load_cluster(Path(cluster))
+    suite: Suite = load_suite(Path(config), cluster_obj)
+    plan = make_plan(suite, cluster_obj, explicit_suite=suite_flag)
+    if existing is not None:
+        _check_unchanged(existing, suite, cluster_obj)
+        run = existing
+    else:
+        run = _create_run(req, root, plan, suite_flag)
+    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener)
+    _register_secrets(session)
+    return session
+
+
+def _existing_run(req: RunRequest, root: Path) -> RunDir | None:
+    if req.run:
+        for cand in (Path(req.run).expanduser(), root / req.run):
+            if (cand / "run.json").is_file():
+                return RunDir(cand.resolve())
+        return None
+    if req.new:
+        return None
+    latest = root / "latest"
+    if not (latest / "run.json").is_file():
+        return None
+    run = RunDir(latest.resolve())
+    if req.config and Path(run.manifest().get("config_file", "")).resolve() != Path(req.config).resolve():
+        return None  # a different config is a different run
+    return run
+
+
+def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:
+    manifest = run.manifest()
+    if manifest.get("files_hash") and manifest["files_hash"] != suite.files_hash:
+        raise BadInput(
+            f"the config or threshold file changed since run {run.run_id} started "
+            f"({suite.config_path}); results of one run must come from one config. "
+            "Start a new run (`invoke all` without --run) or restore the file."
+        )
+    hosts = [h.address for h in cluster.hosts]
+    if manifest.get("hosts") and manifest["hosts"] != hosts:
+        raise BadInput(
+            f"the cluster changed since run {run.run_id} started (was {manifest['hosts']}, now {hosts}); "
+            "start a new run"
+        )
+
+
+def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | None) -> RunDir:
+    run_id = Path(req.run).name if req.run else None
+    if req.dry_run:  # a dry run records nothing: scratch folder, `latest` untouched
+        return RunDir(Path(tempfile.mkdtemp(prefix="cvs-dry-run-")) / (run_id or "dry-run"))
+    run = RunDir.create(root, run_id)
+    suite = plan.suite
+    manifest = {
+        "run_id": run.run_id,
+        "tool_version": __version__,
+        "created": time.time(),
+        "config_file": str(suite.config_path.resolve()),
+        "cluster_file": str(plan.cluster.path.resolve()),
+        "threshold_file": str(suite.threshold_path.resolve()) if suite.threshold_path else None,
+        "files_hash": suite.files_hash,
+        "suite_flag": suite_flag,
+        "warnings": list(suite.warnings),
+        **plan.manifest_fields(),
+        "effective_config": effective_config(suite),
+    }
+    if not req.dry_run:
+        run.write_manifest(manifest)
+    return run
+
+
+def _register_secrets(session: Session) -> None:
+    """Read the secrets the run will use, so every output can be redacted of them."""
+    token_file = Path(session.config.paths.hf_token_file).expanduser()
+    try:
+        session.redactor.add(token_file.read_text(encoding="utf-8"))
+    except OSError:
+        pass
+    registry = session.config.container.runtime.args.registry
+    if registry is not None and registry.password_file:
+        try:
+            session.redactor.add(Path(registry.password_file).expanduser().read_text(encoding="utf-8"))
+        except OSError:
+            pass

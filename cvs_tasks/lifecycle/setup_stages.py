@@ -1,0 +1,115 @@
+"""Stages that prepare and release the nodes: container launch, tokenizer download, teardown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cvs_tasks.jobs import tokenizer as tok
+from cvs_tasks.lifecycle.jobspec import job_spec
+from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.run import NodeOutcome, StageRecord
+
+TOKEN_NAME = "hf_token"
+
+
+def node_outcomes(session: Session, results, ok_reason: str = "") -> list[NodeOutcome]:
+    out = []
+    for r in results:
+        reason = ok_reason if r.ok else (r.error or (r.stderr or r.stdout).strip()[-300:] or f"exit {r.exit_code}")
+        out.append(NodeOutcome(host=r.host, rank=r.rank, status="PASS" if r.ok else "ERROR", reason=session.redactor(reason)))
+    return out
+
+
+def failed_nodes_reason(what: str, nodes: list[NodeOutcome]) -> str:
+    bad = [n for n in nodes if n.status != "PASS"]
+    return f"{what} failed on {len(bad)}/{len(nodes)} node(s): " + "; ".join(f"{n.host}: {n.reason}" for n in bad)
+
+
+def token_path(session: Session) -> str:
+    return f"{session.node_run_dir}/{TOKEN_NAME}"
+
+
+def launch_container(session: Session, combo: str | None = None) -> StageRecord:
+    runtime = session.runtime()
+    results = runtime.launch()
+    nodes = node_outcomes(session, results, ok_reason="running")
+    record = StageRecord(stage="launch_container", status="PASS", nodes=nodes)
+    record.attempts = list(getattr(runtime, "attempts", []) or [])
+    if any(n.status != "PASS" for n in nodes):
+        record.status = "ERROR"
+        record.reason = failed_nodes_reason("container launch", nodes)
+        return record
+    record.reason = _prepare_node_dir(session)
+    return record
+
+
+def _prepare_node_dir(session: Session) -> str:
+    """Create the per-run node folder (0700) and place the HF token there as a 0600 file."""
+    hosts = session.hosts()
+    mk = hosts.run(f"mkdir -p {session.node_run_dir} && chmod 700 {session.node_run_dir}", timeout=30)
+    bad = [r for r in mk if not r.ok]
+    if bad:
+        from cvs_tasks.errors import InfraError
+
+        raise InfraError(f"cannot create {session.node_run_dir} on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
+    token_file = Path(session.config.paths.hf_token_file).expanduser()
+    if session.dry_run:
+        return "dry run"
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        session.say(f"warning: HF token file {token_file} not readable; jobs run without HF_TOKEN", "warning")
+        return f"running; no HF token ({token_file} not readable)"
+    put = hosts.put(token.encode("utf-8"), token_path(session), 0o600, timeout=30)
+    bad = [r for r in put if not r.ok]
+    if bad:
+        from cvs_tasks.errors import InfraError
+
+        raise InfraError(f"cannot place the HF token file on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
+    return "running"
+
+
+def has_token(session: Session) -> bool:
+    rec = session.run.read_record("launch_container")
+    return bool(rec and "no HF token" not in rec.reason)
+
+
+def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:
+    if session.plan.backend == "primus":
+        return StageRecord(stage="download_tokenizer", status="SKIPPED", reason="Primus takes the HF repo id from its YAML")
+    first = session.plan.combos[0]
+    job = job_spec(session, label="tokenizer_check", combo=first, mbs="1", gbs="1", precision="BF16", iterations=1)
+    if not tok.needs_local_tokenizer(job):
+        return StageRecord(
+            stage="download_tokenizer",
+            status="SKIPPED",
+            reason=f"not needed: {job.train_params.get('tokenizer_model')} is used by its HF repo id",
+        )
+    results = session.runtime().exec(tok.tokenizer_download_command(job), timeout=1800)
+    nodes = node_outcomes(session, results, ok_reason=tok.local_tokenizer_path(job))
+    record = StageRecord(stage="download_tokenizer", status="PASS", nodes=nodes)
+    record.data["tokenizer_path"] = tok.local_tokenizer_path(job)
+    if any(n.status != "PASS" for n in nodes):
+        record.status = "ERROR"
+        record.reason = failed_nodes_reason("tokenizer download", nodes)
+    else:
+        record.reason = f"tokenizer.model at {tok.local_tokenizer_path(job)}"
+    return record
+
+
+def teardown(session: Session, combo: str | None = None) -> StageRecord:
+    """Remove the containers (per the lifetime) and the per-run node folder holding the token."""
+    hosts = session.hosts()
+    cleanup = hosts.run(f"rm -rf -- {session.node_run_dir}", timeout=60)
+    results = session.runtime().remove()
+    nodes = node_outcomes(session, results, ok_reason="removed")
+    record = StageRecord(stage="teardown", status="PASS", nodes=nodes, reason="torn down")
+    record.attempts = list(getattr(session.runtime(), "attempts", []) or [])
+    if any(n.status != "PASS" for n in nodes):
+        record.status = "ERROR"
+        record.reason = failed_nodes_reason("teardown", nodes)
+    elif any(not r.ok for r in cleanup):
+        bad = next(r for r in cleanup if not r.ok)
+        record.status = "ERROR"
+        record.reason = f"could not remove {session.node_run_dir} on node {bad.host}: {bad.error or bad.stderr.strip()}"
+    return record

@@ -1,0 +1,187 @@
+"""Stages that train: smoke, one training combo, and the Primus checkpoint save/resume test."""
+
+from __future__ import annotations
+
+import math
+
+from cvs_tasks import metrics as m
+from cvs_tasks.jobs import checkpoint as ckpt
+from cvs_tasks.lifecycle.jobrun import JobResult, run_job
+from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
+from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.run import NodeOutcome, StageRecord
+
+
+def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:
+    if result.outcome is None:
+        return []
+    out = []
+    for n in result.outcome.nodes:
+        failed = n.state == "failed" or (n.exit_code not in (None, 0))
+        status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
+        local = n.target.local_copy
+        out.append(
+            NodeOutcome(
+                host=n.target.host,
+                rank=n.target.rank,
+                status=status,
+                reason=(f"exit {n.exit_code}" if n.exit_code is not None else n.state),
+                last_step=n.last_step,
+                planned=n.planned,
+                log=session.run.relative(local) if local and local.exists() else None,
+            )
+        )
+    return out
+
+
+def _job_record(session: Session, stage: str, combo: str | None, result: JobResult) -> StageRecord:
+    """PASS when the job completed; FAIL when it failed on the cluster; ERROR when we lost a node."""
+    if result.setup_failure:
+        status = "FAIL"
+    elif result.outcome is None:
+        status = "SKIPPED"  # dry run
+    elif result.outcome.ok:
+        status = "PASS"
+    elif result.outcome.infrastructure:
+        status = "ERROR"
+    else:
+        status = "FAIL"
+    record = StageRecord(stage=stage, combo=combo, status=status, reason=session.redactor(result.reason))
+    if status == "SKIPPED":
+        record.reason = "dry run: nothing was started"
+    record.nodes = _node_outcomes(session, result, status)
+    for node in record.nodes:
+        if node.log:
+            record.artifacts[f"node {node.rank} log ({node.host})"] = node.log
+    if result.outcome is not None:
+        if result.outcome.error:
+            record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v for k, v in result.outcome.error.items()}
+        if status != "PASS":
+            record.data["log_tail"] = [session.redactor(line) for line in result.outcome.tail]
+    if result.notes:
+        record.data["notes"] = result.notes
+    return record
+
+
+def smoke(session: Session, combo: str | None = None) -> StageRecord:
+    if not session.config.smoke.enabled:
+        return StageRecord(stage="smoke", status="SKIPPED", reason="smoke.enabled is false")
+    mbs, gbs, precision, iters = smoke_cell(session)
+    job = job_spec(session, label="smoke", combo=session.plan.combos[0], mbs=mbs, gbs=gbs, precision=precision, iterations=iters)
+    result = run_job(session, job, stage="smoke", combo=None)
+    record = _job_record(session, "smoke", None, result)
+    if record.status == "PASS":
+        parser = result.reporting_parser()
+        record.reason = f"{parser.last_step}/{parser.planned or iters} iterations, MBS={mbs} GBS={gbs} {precision}"
+    return record
+
+
+def training(session: Session, combo_id: str | None) -> StageRecord:
+    combo = session.plan.combo(combo_id)
+    job = job_spec(session, label=combo.id, combo=combo)
+    result = run_job(session, job, stage="training", combo=combo.id)
+    record = _job_record(session, "training", combo.id, result)
+    parser = result.reporting_parser()
+    if parser is None:
+        return record
+    record.data.update(_training_data(session, parser, result))
+    if record.status == "PASS":
+        tput = record.data["metrics"].get("training.throughput_per_gpu")
+        record.reason = f"{parser.last_step}/{parser.planned} iterations" + (f", {tput:.1f} TFLOP/s/GPU" if tput else "")
+    return record
+
+
+def _finite(x):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _training_data(session: Session, parser, result: JobResult) -> dict:
+    cfg = session.config
+    iterations = list(parser.iterations.values())
+    metrics = {k: _finite(v) for k, v in parser.metrics().items()}
+    data = {
+        "metrics": metrics,
+        "last_step": parser.last_step,
+        "planned": parser.planned,
+        "completed": bool(parser.completed),
+        "dialect": parser.dialect,
+        "steps": [[it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu), _finite(it.loss)] for it in iterations],
+        "tflops_recomputed": _finite(metrics.get("training.throughput_per_gpu_recomputed")),
+        "scaling_efficiency_pct": None,
+    }
+    base = cfg.scaling_baseline
+    tokens = metrics.get("training.tokens_per_gpu")
+    if session.plan.distributed and tokens and base.tokens_per_sec_total > 0:
+        data["scaling_efficiency_pct"] = m.scaling_efficiency(
+            tokens, session.plan.nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
+        )
+    if cfg.convergence.target_value > 0:
+        conv = m.convergence(iterations, cfg.convergence.target_value)
+        if conv is not None:
+            data["steps_to_target"], data["time_to_target_seconds"] = conv
+    return data
+
+
+def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
+    """Primus save phase, then resume phase: the resume starts at last checkpoint + 1 with continuous loss."""
+    cfg = session.config
+    if session.plan.backend != "primus":
+        return StageRecord(stage="checkpoint", status="SKIPPED", reason="checkpoint test is Primus-only")
+    if not cfg.checkpoint.enforce:
+        return StageRecord(stage="checkpoint", status="SKIPPED", reason="checkpoint.enforce is false")
+    c = cfg.checkpoint
+    directory = ckpt.checkpoint_dir(cfg.paths.log_dir, c.checkpoint_dir, session.plan.distributed)
+    if isinstance(directory, Exception):
+        return StageRecord(stage="checkpoint", status="FAIL", reason=str(directory))
+    mbs, gbs, precision, _ = smoke_cell(session)
+    first = session.plan.combos[0]
+    save_job = job_spec(session, label="ckpt_save", combo=first, mbs=mbs, gbs=gbs, precision=precision,
+                        iterations=c.save_iters, save_dir=directory, save_interval=c.save_interval)
+    session.runtime().exec(f"{ckpt.cleanup_command(directory, distributed=True) or 'true'} && {ckpt.mkdir_command(directory)}", timeout=60)
+    saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")
+    if not saved.ok:
+        record = _job_record(session, "checkpoint", None, saved)
+        record.reason = f"save phase: {record.reason}"
+        return record
+    listing = session.runtime().exec(ckpt.latest_checkpoint_check_command(directory), timeout=60)
+    if not listing[0].ok or not listing[0].stdout.strip():
+        return StageRecord(stage="checkpoint", status="FAIL",
+                           reason=f"no checkpoint written: {directory}/checkpoints/latest_checkpointed_iteration.txt "
+                                  "is missing on node 0 (is the checkpoint directory volume-mounted into the container?)")
+    resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
+                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(directory))
+    resumed = run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
+    if not resumed.ok:
+        record = _job_record(session, "checkpoint", None, resumed)
+        record.reason = f"resume phase: {record.reason}"
+        return record
+    last_ckpt = ckpt.last_checkpoint_step(c.save_iters, c.save_interval)
+    save_losses = {s: it.loss for s, it in saved.reporting_parser().iterations.items()}
+    resume_losses = {s: it.loss for s, it in resumed.reporting_parser().iterations.items()}
+    verdict = m.checkpoint_continuity(save_losses, resume_losses, last_ckpt, c.loss_rtol)
+    record = StageRecord(stage="checkpoint", status="PASS" if verdict.ok else "FAIL", reason=verdict.reason)
+    record.data.update(verdict.as_dict())
+    record.data["loss_rtol"] = c.loss_rtol
+    record.data.update(_io_times(saved, resumed))
+    for phase, res in (("save", saved), ("resume", resumed)):
+        for path in res.local_logs[:1]:
+            if path.exists():
+                record.artifacts[f"{phase} node 0 log"] = session.run.relative(path)
+    if verdict.ok and not session.dry_run:
+        session.runtime().exec(ckpt.cleanup_command(directory, distributed=session.plan.distributed) or "true", timeout=120)
+    return record
+
+
+def _io_times(saved: JobResult, resumed: JobResult) -> dict:
+    """Checkpoint save and load durations from node 0's logs (informational)."""
+    out: dict = {}
+    for key, res in (("save", saved), ("load", resumed)):
+        if not res.local_logs or not res.local_logs[0].exists():
+            continue
+        with open(res.local_logs[0], encoding="utf-8", errors="replace") as fh:
+            times = m.checkpoint_io_times(fh)
+        if key == "save":
+            out["save_times_s"] = {str(k): v for k, v in times.save_seconds.items()}
+        else:
+            out["load_time_s"] = times.load_seconds
+    return out

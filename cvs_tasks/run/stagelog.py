@@ -1,0 +1,55 @@
+"""Each stage's own captured log (``logs/<stage>[<combo>].log``): what it ran and saw, with times.
+
+The lifecycle tees the events a stage emits into this file while the stage runs, so every row of
+the report links to a readable account of that stage alone.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from cvs_tasks.run.events import Message, NodeProgress, StageEvent
+
+
+class StageLog:
+    def __init__(self, path: Path, forward: Callable[[object], None]) -> None:
+        self.path = path
+        self.forward = forward
+        self._fh = None
+        self._last_state: dict[tuple[str, int], str] = {}
+
+    def __enter__(self) -> StageLog:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __call__(self, event: object) -> None:
+        line = self._line(event)
+        if line and self._fh is not None:
+            self._fh.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+            self._fh.flush()
+        self.forward(event)
+
+    def _line(self, event: object) -> str | None:
+        if isinstance(event, Message):
+            return event.text if event.level == "info" else f"{event.level.upper()}: {event.text}"
+        if isinstance(event, StageEvent):
+            return "started" if event.status is None else f"{event.status}: {event.reason}"
+        if isinstance(event, NodeProgress):
+            key = (event.host, event.rank)
+            changed = self._last_state.get(key) != event.state
+            self._last_state[key] = event.state
+            if not changed and event.state == "running" and event.step and event.total and event.step % max(1, event.total // 10):
+                return None  # running nodes: about ten lines per job, plus every state change
+            loss = f" loss {event.loss:.4g}" if event.loss is not None else ""
+            tput = f" {event.tflops:.1f} TFLOP/s/GPU" if event.tflops is not None else ""
+            note = f" ({event.note})" if event.note else ""
+            return f"node {event.rank} {event.host}: {event.state} step {event.step}/{event.total}{loss}{tput}{note}"
+        return None

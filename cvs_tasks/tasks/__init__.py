@@ -1,0 +1,35 @@
+"""The invoke collection: one namespace per lifecycle stage plus the tool namespaces.
+
+`invoke --list` reads like a table of contents of the lifecycle.
+"""
+
+from __future__ import annotations
+
+from invoke import Collection
+
+
+def namespace() -> Collection:
+    from cvs_tasks.tasks import (
+        checkpoint,
+        cluster,
+        config,
+        container,
+        lifecycle,
+        logs,
+        loss,
+        metric,
+        report,
+        smoke,
+        teardown,
+        testbed,
+        tokenizer,
+        train,
+    )
+
+    ns = Collection()
+    ns.add_task(lifecycle.all_)
+    ns.add_task(lifecycle.demo)
+    for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
+                   config, cluster, logs, testbed):
+        ns.add_collection(module.ns)
+    return ns

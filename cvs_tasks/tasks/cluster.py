@@ -1,0 +1,70 @@
+"""`invoke cluster.*`: is every node ready (check), and record the nodes' SSH host keys (trust)."""
+
+from __future__ import annotations
+
+from invoke import Collection, task
+
+from cvs_tasks.config import load_cluster, load_suite
+from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.remote import check_nodes, connect, format_check_table, known_hosts_path
+from cvs_tasks.remote import trust as record_keys
+from cvs_tasks.tasks._common import user_errors
+
+DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"
+
+
+def _required(cluster: str | None) -> str:
+    if not cluster:
+        raise BadInput("--cluster is required: the cluster file (JSON with username, priv_key_file, node_dict)")
+    return cluster
+
+
+@task(help={
+    "cluster": "Cluster file (JSON: username, priv_key_file, node_dict)",
+    "config": "Suite config; adds its runtime, image, paths.log_dir and gpu.visible_check to the checks",
+    "known_hosts": "known_hosts file to verify host keys against (default: the cluster's, else ~/.ssh/known_hosts)",
+    "connect_timeout": "Seconds allowed to connect to each node (default 10)",
+})
+def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
+    """Check every node: SSH, Docker, image present, GPUs visible, free disk in the log dir."""
+    with user_errors():
+        spec = load_cluster(_required(cluster))
+        container = dict(spec.container or {})
+        log_dir, visible_check = "/", DEFAULT_VISIBLE_CHECK
+        if config:
+            suite = load_suite(config, spec)
+            container = suite.config.container.model_dump()
+            log_dir = suite.config.paths.log_dir
+            visible_check = suite.config.gpu.visible_check
+        runtime = (container.get("runtime") or {}).get("name", "docker")
+        with connect(spec, known_hosts=known_hosts, connect_timeout=float(connect_timeout)) as hosts:
+            checks = check_nodes(hosts, runtime, container.get("image"), log_dir, visible_check)
+        print(format_check_table(checks))
+        bad = [f"{ch.host} ({', '.join(ch.failed())})" for ch in checks if not ch.ok]
+        if bad:
+            raise InfraError(f"cluster check failed on {len(bad)} of {len(checks)} node(s): "
+                             + ", ".join(bad))
+
+
+@task(help={
+    "cluster": "Cluster file whose nodes' host keys to record",
+    "known_hosts": "known_hosts file to write (default: the cluster's, else ~/.ssh/known_hosts)",
+    "replace": "Replace a recorded key that changed (only after checking why it changed)",
+    "timeout": "Seconds allowed to fetch each node's key (default 10)",
+})
+def trust(c, cluster=None, known_hosts=None, replace=False, timeout=10):
+    """Fetch each node's SSH host key, print its SHA256 fingerprint and record new keys."""
+    with user_errors():
+        spec = load_cluster(_required(cluster))
+        path = known_hosts_path(spec, known_hosts)
+        outcomes = record_keys(spec, path, replace=replace, timeout=float(timeout))
+        for o in outcomes:
+            key = f"{o.key_type} {o.fingerprint}" if o.fingerprint else ""
+            print(f"{o.host:<20} {o.status:<9} {key}  {o.detail}".rstrip())
+        bad = [o for o in outcomes if not o.ok]
+        if bad:
+            raise InfraError(f"{len(bad)} host key(s) not recorded in {path}:\n"
+                             + "\n".join(f"  {o.detail}" for o in bad))
+
+
+ns = Collection("cluster", check, trust)

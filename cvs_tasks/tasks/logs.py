@@ -1,0 +1,86 @@
+"""``logs.parse FILE`` and ``logs.scan FILE``: work on any training log, no cluster needed."""
+
+from __future__ import annotations
+
+import json as jsonlib
+
+from invoke import Collection, task
+
+from cvs_tasks.errors import BadInput, GateFailed
+from cvs_tasks.metrics import parse_file
+from cvs_tasks.metrics.verdict import unit_for
+from cvs_tasks.tasks._common import user_errors
+
+
+def _positive_int(flag: str, value) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"--{flag} must be a positive integer, got {value!r}") from None
+    if number <= 0:
+        raise BadInput(f"--{flag} must be a positive integer, got {value!r}")
+    return number
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+@task(positional=["file"], help={
+    "file": "training log to read (any dialect)",
+    "dialect": "auto (default), megatron or primus",
+    "seq_length": "sequence length for tokens/s when the log has no arguments dump",
+    "world_size": "total GPUs for tokens/s when the log has no arguments dump",
+    "model": "model name for the recomputed TFLOP/s, e.g. llama3.1_8B",
+    "json": "print one JSON object instead of a table",
+})
+def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None, json=False):
+    """Print the run metrics of a training log."""
+    with user_errors():
+        parser = parse_file(file, dialect=dialect, seq_length=_positive_int("seq-length", seq_length),
+                            world_size=_positive_int("world-size", world_size), model=model)
+        summary = parser.summary()
+        if json:
+            print(jsonlib.dumps(summary, indent=2))
+            return
+        print(f"{file}: dialect {summary['dialect']} ({summary['flavour']}), "
+              f"step {summary['iterations']}/{summary['planned_iterations']}, "
+              f"{'completed' if summary['completed'] else 'not completed'}, "
+              f"warm-up steps <= {summary['warmup_cutoff']}")
+        for name, value in summary["metrics"].items():
+            print(f"  {name:<40} {_fmt(value):>14}  {unit_for(name)}")
+        print(f"  {'tflops recomputed (current formula)':<40} {_fmt(summary['tflops_recomputed']):>14}"
+              f"  TFLOP/s/GPU")
+        loss = summary["loss"]
+        print(f"  loss first {_fmt(loss['first'])} @ {loss['first_step']}, "
+              f"last {_fmt(loss['last'])} @ {loss['last_step']}")
+        print(f"  lines {summary['lines']}, skipped {summary['lines_skipped']}, "
+              f"error signatures {len(summary['errors'])}")
+
+
+@task(positional=["file"], help={"file": "training log to scan", "json": "print a JSON list"})
+def scan(c, file, json=False):
+    """List error signatures in a training log; exit status 1 when one of them is fatal."""
+    with user_errors():
+        parser = parse_file(file)
+        hits = parser.errors
+        if json:
+            print(jsonlib.dumps([h.to_dict() for h in hits], indent=2))
+        else:
+            for h in hits:
+                print(f"{file}:{h.line}: [{h.cls}] {h.name}{' (fatal)' if h.fatal else ''}: {h.text}")
+            if not hits:
+                print(f"{file}: no error signatures")
+        fatal = [h for h in hits if h.fatal]
+        if fatal:
+            raise GateFailed(f"{len(fatal)} fatal error signature(s) in {file}; first: "
+                             f"{fatal[0].name} at line {fatal[0].line}")
+
+
+ns = Collection("logs")
+ns.add_task(parse)
+ns.add_task(scan)

@@ -1,0 +1,14 @@
+"""`invoke teardown`: remove the run's containers and node files."""
+
+from invoke import Collection, task
+
+from cvs_tasks.tasks._lifecycle import NO_COMBO, request, stage_task
+
+
+@task(default=True, help=NO_COMBO)
+def run(c, config=None, cluster=None, run=None, suite=None, force=False, dry_run=False, reports_dir=None):
+    """Tear the container down on every node and delete the run's scripts and token file (test_teardown)."""
+    stage_task("teardown", request(config, cluster, run, suite, dry_run, force, reports_dir))
+
+
+ns = Collection("teardown", run)
