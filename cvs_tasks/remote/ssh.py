@@ -1,0 +1,259 @@
+"""``SshHosts``: nodes over SSH with fabric, strict host keys and a deadline on every step.
+
+* connect: ``timeout``/``banner_timeout``/``auth_timeout``/``channel_timeout`` all bounded by
+  the connect timeout (passed in ``connect_kwargs`` only: fabric's own ``connect_timeout``
+  truncates to int and clashes with ``timeout``); retried for network errors, never for key
+  or auth errors; keepalive on the transport once open.
+* commands: plain strings (no ``env=``: fabric inlines env values into the command line),
+  ``warn=True`` + ``hide=True`` + ``timeout``; stdout/stderr decoded as latin-1 so the exact
+  bytes come back (UTF-8 decoding happens once, in ``results``).
+* fan-out: one command for all nodes goes through ``ThreadingGroup`` (its GroupException is
+  unpacked into per-node results); per-node commands and stdin use a thread per node.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+import paramiko
+from fabric import Config, Connection, ThreadingGroup
+from fabric.exceptions import GroupException
+from invoke.exceptions import CommandTimedOut
+
+from cvs_tasks.remote.hostkeys import (StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
+                                       describe_unknown_key)
+from cvs_tasks.remote.hosts import Hosts
+from cvs_tasks.remote.results import Node, RawResult
+from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
+
+_WIRE_ENCODING = "latin-1"  # byte-transparent: every byte maps to one code point and back
+_STDIN_CHUNK = 64 * 1024
+# paramiko's words when the TCP connection opened but the SSH handshake never completed
+_HANDSHAKE_FAILURES = ("protocol banner", "No existing session", "Negotiation failed")
+
+
+class _ChunkedStdin:
+    """Stdin for invoke from bytes: hands out 64 KiB per read (invoke asks for 1 byte at a time
+    from file-likes without a fileno and sleeps 10 ms between reads)."""
+
+    def __init__(self, data: bytes):
+        self._buf = io.BytesIO(data)
+
+    def read(self, _size: int = -1) -> bytes:
+        return self._buf.read(_STDIN_CHUNK)
+
+
+class _SshNode:
+    """One node's connection plus the lock that keeps two threads from opening it at once."""
+
+    def __init__(self, node: Node, connection: Connection):
+        self.node = node
+        self.connection = connection
+        self.lock = threading.Lock()
+
+
+class SshHosts(Hosts):
+    """SSH nodes; connections open lazily and are shared with ``subset`` views."""
+
+    def __init__(self, nodes: Sequence[Node], *, username: str, key_file: str | None,
+                 known_hosts: Path, connect_timeout: float = 10.0, keepalive: int = 30,
+                 retry: RetryPolicy | None = None, cluster_file: str | os.PathLike | None = None,
+                 _shared: list[_SshNode] | None = None, _attempts: list[Attempt] | None = None):
+        super().__init__(nodes)
+        self.known_hosts = known_hosts
+        self.connect_timeout = connect_timeout
+        self.keepalive = keepalive
+        self.retry = retry or RetryPolicy(attempts=2, first_delay=1.0)
+        self.cluster_file = cluster_file
+        if _attempts is not None:
+            self._attempts = _attempts
+        self._owner = _shared is None
+        self._ssh = _shared if _shared is not None else [
+            _SshNode(n, self._new_connection(n, username, key_file)) for n in self.nodes]
+
+    # --- connections ----------------------------------------------------------------------
+    def _new_connection(self, node: Node, username: str, key_file: str | None) -> Connection:
+        bound = self.connect_timeout
+        connect_kwargs: dict = {"timeout": bound, "banner_timeout": bound, "auth_timeout": bound,
+                                "channel_timeout": bound}
+        if key_file:
+            connect_kwargs.update(key_filename=[os.path.expanduser(key_file)], look_for_keys=False,
+                                  allow_agent=False)
+        config = Config(ssh_config=paramiko.SSHConfig())  # no ~/.ssh/config surprises
+        connection = Connection(host=node.address, user=username, port=node.port,
+                                connect_kwargs=connect_kwargs, config=config)
+        # Fabric installs AutoAddPolicy; replace it before anything can connect.
+        if self.known_hosts.is_file():
+            connection.client.load_host_keys(str(self.known_hosts))
+        connection.client.set_missing_host_key_policy(StrictHostKeyPolicy())
+        return connection
+
+    def _open(self, ssh: _SshNode) -> str | None:
+        """Open the node's connection if needed; the reason it failed, or None."""
+        with ssh.lock:
+            if ssh.connection.is_connected:
+                return None
+            label = f"ssh connect {ssh.node.label}"
+            error = retry_call(label, lambda: self._try_open(ssh), _retryable_only,
+                               self.retry, self.attempts)
+            return None if error is None else error[0]
+
+    def _try_open(self, ssh: _SshNode) -> tuple[str, bool] | None:
+        try:
+            ssh.connection.open()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes this node's error
+            _close_quietly(ssh.connection)
+            return self._describe(ssh.node, exc), _is_retryable(exc)
+        transport = ssh.connection.transport
+        if transport is not None and self.keepalive:
+            transport.set_keepalive(self.keepalive)
+        return None
+
+    def _describe(self, node: Node, exc: BaseException) -> str:
+        return describe_exception(node, exc, self.known_hosts, self.cluster_file,
+                                  self.connect_timeout)
+
+    # --- fan-out --------------------------------------------------------------------------
+    def _exec_many(self, commands, stdins, timeout):
+        broadcast = len(set(commands)) == 1 and all(s is None for s in stdins)
+        identities = {(s.node.address, s.node.port) for s in self._ssh}
+        if broadcast and len(identities) == len(self._ssh) and len(self._ssh) > 1:
+            return self._exec_group(commands[0], timeout)
+        if len(self._ssh) == 1:
+            return [self._exec_one(self._ssh[0], commands[0], stdins[0], timeout)]
+        with ThreadPoolExecutor(max_workers=len(self._ssh)) as pool:
+            return list(pool.map(lambda args: self._exec_one(*args, timeout),
+                                 zip(self._ssh, commands, stdins)))
+
+    def _exec_one(self, ssh: _SshNode, command: str, stdin: bytes | None,
+                  timeout: float) -> RawResult:
+        error = self._open(ssh)
+        if error is not None:
+            return RawResult(None, b"", b"", error)
+        try:
+            result = ssh.connection.run(command, **_run_kwargs(timeout, stdin))
+        except Exception as exc:  # noqa: BLE001
+            return self._raw_from_exception(ssh.node, exc)
+        return _raw_from_result(result)
+
+    def _exec_group(self, command: str, timeout: float) -> list[RawResult]:
+        with ThreadPoolExecutor(max_workers=len(self._ssh)) as pool:
+            open_errors = list(pool.map(self._open, self._ssh))
+        out: list[RawResult | None] = [
+            None if err is None else RawResult(None, b"", b"", err) for err in open_errors]
+        ready = [s for s, err in zip(self._ssh, open_errors) if err is None]
+        if ready:
+            group = ThreadingGroup.from_connections([s.connection for s in ready])
+            try:
+                group_result = group.run(command, **_run_kwargs(timeout, None))
+            except GroupException as exc:  # some node raised: keep everyone's result
+                group_result = exc.result
+            by_connection = {id(conn): value for conn, value in group_result.items()}
+            for ssh in ready:
+                value = by_connection.get(id(ssh.connection))
+                index = self._ssh.index(ssh)
+                if value is None:
+                    out[index] = RawResult(None, b"", b"", "no result from the SSH fan-out")
+                elif isinstance(value, BaseException):
+                    out[index] = self._raw_from_exception(ssh.node, value)
+                else:
+                    out[index] = _raw_from_result(value)
+        return [r for r in out if r is not None]
+
+    def _raw_from_exception(self, node: Node, exc: BaseException) -> RawResult:
+        if isinstance(exc, CommandTimedOut):
+            partial = exc.result
+            return RawResult(None, _wire_bytes(partial.stdout), _wire_bytes(partial.stderr),
+                             f"command timed out after {exc.timeout:g}s")
+        return RawResult(None, b"", b"", self._describe(node, exc))
+
+    def subset(self, indices):
+        picked = [self._ssh[i] for i in indices]
+        view = SshHosts([s.node for s in picked], username="", key_file=None,
+                        known_hosts=self.known_hosts, connect_timeout=self.connect_timeout,
+                        keepalive=self.keepalive, retry=self.retry, cluster_file=self.cluster_file,
+                        _shared=picked, _attempts=self.attempts)
+        return view
+
+    def close(self) -> None:
+        if not self._owner:
+            return
+        for ssh in self._ssh:
+            with ssh.lock:
+                _close_quietly(ssh.connection)
+
+
+def _run_kwargs(timeout: float, stdin: bytes | None) -> dict:
+    return {
+        "hide": True, "warn": True, "pty": False, "timeout": timeout,
+        "encoding": _WIRE_ENCODING, "echo_stdin": False,
+        "in_stream": _ChunkedStdin(stdin) if stdin is not None else False,
+    }
+
+
+def _wire_bytes(text: str | None) -> bytes:
+    return (text or "").encode(_WIRE_ENCODING, errors="replace")
+
+
+def _raw_from_result(result) -> RawResult:
+    return RawResult(result.exited, _wire_bytes(result.stdout), _wire_bytes(result.stderr))
+
+
+def _close_quietly(connection: Connection) -> None:
+    try:
+        connection.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection must not mask the real error
+        pass
+
+
+def _retryable_only(outcome: tuple[str, bool] | None) -> str | None:
+    """retry_call judge: retry network failures; a key or auth failure is final."""
+    if outcome is None or not outcome[1]:
+        return None
+    return outcome[0]
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey,
+                        paramiko.AuthenticationException)):
+        return False
+    return isinstance(exc, (OSError, socket.timeout, EOFError, paramiko.SSHException))
+
+
+def describe_exception(node: Node, exc: BaseException, known_hosts: Path,
+                       cluster_file: str | os.PathLike | None, connect_timeout: float) -> str:
+    """Turn whatever fabric/paramiko raised into the words a user can act on."""
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return describe_changed_key(node, exc, known_hosts, cluster_file)
+    if isinstance(exc, UnknownHostKey):
+        return describe_unknown_key(node, exc, known_hosts, cluster_file)
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed ({exc}); check username and priv_key_file in the cluster file"
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        errors = list(exc.errors.values())
+        if errors and all(isinstance(e, ConnectionRefusedError) for e in errors):
+            return f"connection refused (port {node.port})"
+        return f"cannot connect to port {node.port}: " + "; ".join(
+            (e.strerror or str(e)) for e in errors)
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return f"connect timed out after {connect_timeout:g}s (port {node.port})"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused (port {node.port})"
+    if isinstance(exc, OSError):
+        return f"cannot connect to port {node.port}: {exc.strerror or exc}"
+    if isinstance(exc, paramiko.SSHException):
+        text = str(exc)
+        if any(k in text for k in _HANDSHAKE_FAILURES):
+            return (f"no SSH handshake within {connect_timeout:g}s on port {node.port} ({text}); "
+                    "is sshd answering there?")
+        return f"ssh error: {text}"
+    if isinstance(exc, EOFError):
+        return "ssh connection closed by the node"
+    return f"{type(exc).__name__}: {exc}"
+

@@ -1,0 +1,116 @@
+"""cluster.check: per-node verdicts with reasons, and the table (pure parts separately)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from invoke import Context
+from invoke.exceptions import Exit
+
+from cvs_tasks.remote import LocalHosts, Node
+from cvs_tasks.remote.check import (CheckItem, NodeCheck, check_nodes, disk_command,
+                                    format_check_table, parse_df_available_kib)
+from cvs_tasks.tasks import cluster as cluster_tasks
+from remote_fakes import FakeDockerHosts, err, ok
+
+DF = """Filesystem     1024-blocks      Used Available Capacity Mounted on
+/dev/nvme0n1p2  1921724676 503417300 1320634660      28% /
+"""
+
+
+def test_parse_df():
+    assert parse_df_available_kib(DF) == 1320634660
+    assert parse_df_available_kib("garbage") is None
+
+
+def test_disk_command_walks_up_to_an_existing_parent(tmp_path):
+    [result] = LocalHosts([Node("a", "a")]).run(disk_command(str(tmp_path / "not" / "yet")), timeout=10)
+    assert result.ok and parse_df_available_kib(result.stdout) is not None
+
+
+class CheckHosts(FakeDockerHosts):
+    """Fake docker nodes that also answer the GPU probe and df."""
+
+    def _answer(self, name, command):
+        if command == "test -e /dev/kfd":
+            self.log.append((name, command))
+            return err(1, "") if name == "n1" else ok()
+        if command.startswith("d="):
+            self.log.append((name, command))
+            return ok(DF)
+        return super()._answer(name, command)
+
+
+def test_check_nodes_reports_each_check_with_a_reason():
+    hosts = CheckHosts(["n0", "n1", "n2"])
+    hosts.state["n0"].images.add("img")
+    hosts.state["n2"].fail["true"] = [err(255, "ssh: connect to host n2: Connection refused")]
+    checks = check_nodes(hosts, {"name": "docker"}, "img", "/var/log/cvs", "test -e /dev/kfd",
+                         min_free_gib=2000)
+    table = {c.host: [(i.name, i.ok) for i in c.items] for c in checks}
+    assert table == {
+        "n0": [("ssh", True), ("docker", True), ("image", True), ("gpus", True), ("disk", False)],
+        "n1": [("ssh", True), ("docker", True), ("image", False), ("gpus", False), ("disk", False)],
+        "n2": [("ssh", False), ("docker", None), ("image", None), ("gpus", None), ("disk", None)],
+    }
+    assert checks[0].items[4].detail == "1259.5 GiB free in /var/log/cvs, need 2000"
+    assert checks[1].items[2].detail == "img not present (the launch will pull or load it)"
+    assert checks[2].items[0].detail == "exit 255: ssh: connect to host n2: Connection refused"
+    assert not any(n == "n2" and c != "true" for n, c in hosts.log)  # nothing after SSH failed
+
+
+def test_host_runtime_skips_docker_and_image():
+    checks = check_nodes(CheckHosts(["n0"]), "host", "img", "/", "test -e /dev/kfd", min_free_gib=1)
+    assert [(i.name, i.ok, i.detail) for i in checks[0].items][:3] == [
+        ("ssh", True, "ok"), ("docker", None, "skipped: runtime host"),
+        ("image", None, "skipped: runtime host")]
+    assert checks[0].ok
+
+
+def test_table_lists_marks_and_the_reasons_below():
+    checks = [NodeCheck("10.0.0.1", 0, (CheckItem("ssh", True, "ok"), CheckItem("docker", True, "27"),
+                                        CheckItem("image", True, "img"), CheckItem("gpus", True, "x"),
+                                        CheckItem("disk", True, "9 GiB"))),
+              NodeCheck("n2", 1, (CheckItem("ssh", False, "connection refused"),
+                                  *(CheckItem(n, None, "skipped: no SSH")
+                                    for n in ("docker", "image", "gpus", "disk"))))]
+    assert format_check_table(checks) == "\n".join([
+        "node      ssh   docker  image  gpus  disk  result",
+        "10.0.0.1  ok    ok      ok     ok    ok    PASS",
+        "n2        FAIL  -       -      -     -     FAIL",
+        "",
+        "details:",
+        "  n2: ssh: connection refused",
+        "  n2: docker: skipped: no SSH",
+        "  n2: image: skipped: no SSH",
+        "  n2: gpus: skipped: no SSH",
+        "  n2: disk: skipped: no SSH",
+    ])
+
+
+def test_check_task_prints_the_table_and_exits_3_naming_the_failed_node(tmp_path, capsys):
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({
+        "username": "root", "priv_key_file": str(tmp_path / "no-key"),
+        "node_dict": {"localhost": {"local": True}, "ghost": {"address": "127.0.0.99"}},
+        "container": {"runtime": {"name": "host"}}}))
+    with pytest.raises(Exit) as exc:
+        cluster_tasks.check(Context(), cluster=str(cluster), known_hosts=str(tmp_path / "kh"),
+                            connect_timeout=2)
+    out = capsys.readouterr().out
+    assert exc.value.code == 3
+    assert "cluster check failed on" in exc.value.message and "ghost (ssh, gpus" not in exc.value.message
+    assert "ghost (ssh)" in exc.value.message
+    assert "ghost: ssh: connection refused (port 22)" in out
+    assert out.splitlines()[0].split() == ["node", "ssh", "docker", "image", "gpus", "disk", "result"]
+
+
+def test_cluster_namespace_tasks_have_help_for_every_flag():
+    ns = cluster_tasks.ns
+    assert ns.name == "cluster" and set(ns.task_names) == {"check", "trust"}
+    for name in ns.task_names:
+        task = ns[name]
+        assert task.__doc__
+        params = [p for p in task.argspec(task.body).parameters]
+        assert set(task.help) == set(params), name

@@ -1,0 +1,32 @@
+"""DryRunHosts: prints what would run, answers success, and lets a docker launch walk through."""
+
+from __future__ import annotations
+
+from cvs_tasks.remote import runtime_for
+from cvs_tasks.remote.dryrun import DryRunHosts
+
+
+def test_dry_run_prints_each_command_per_node_and_never_the_stdin_or_content():
+    said: list[str] = []
+    hosts = DryRunHosts(["10.0.0.1", "10.0.0.2"], echo=said.append)
+    assert all(r.ok for r in hosts.run(["echo a", "echo b"], timeout=5, stdin="s3cret"))
+    assert all(r.ok for r in hosts.put(b"hf_CANARY", "/run/t", timeout=5))
+    reads = hosts.read_from(["/l", "/l"], [3, 4], 64, timeout=5)
+    assert [(r.offset, r.size, r.data) for r in reads] == [(3, None, ""), (4, None, "")]
+    assert said == ["[dry-run] 10.0.0.1: echo a <stdin>", "[dry-run] 10.0.0.2: echo b <stdin>",
+                    "[dry-run] 10.0.0.1: write /run/t (mode 600, 9 bytes)",
+                    "[dry-run] 10.0.0.2: write /run/t (mode 600, 9 bytes)"]
+    assert not any("s3cret" in line or "CANARY" in line for line in said)
+
+
+def test_a_docker_launch_walks_through_in_a_dry_run():
+    said: list[str] = []
+    hosts = DryRunHosts(["n0", "n1"], echo=said.append)
+    rt = runtime_for(hosts, {"name": "c", "image": "img", "runtime": {"name": "docker"}},
+                     run_id="r", owner="o", nnodes=2)
+    assert all(r.ok for r in rt.launch())
+    assert [line.split(": ", 1)[1] for line in said if line.startswith("[dry-run] n0")] == [
+        "docker rm -f c", "docker image inspect --format '{{.Id}}' img",
+        "docker run -d --name c --label cvs.run_id=r --label cvs.owner=o --label cvs.name=c "
+        "-e NNODES=2 img sleep infinity",
+        "docker container inspect --format '{{.State.Status}}' c"]
