@@ -1,0 +1,100 @@
+"""Parse-speed benchmark: a generated iteration-only log of ``size_mb`` megabytes.
+
+Reports parse throughput (MB/s), the ratio to merely reading the same file's lines in Python,
+and memory (RSS before parsing, peak RSS, growth). The file is written to a temporary directory
+and deleted afterwards. Run: ``python -m benchmarks.parse_bench [size_mb]`` (default 1024).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cvs_tasks.metrics.logfile import parse_file
+
+LINE = (" [{date} {hh:02d}:{mm:02d}:{ss:09.6f}] iteration {step:>8d}/{total:>8d} | consumed samples: "
+        "{consumed:>12d} | elapsed time per iteration (ms): {ms:.1f} | mem usages: {mem:.4f} | "
+        "throughput per GPU (TFLOP/s/GPU): {tf:.1f} | learning rate: {lr:.6E} | global batch size: "
+        "{gbs:>5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {gn:.3f} | "
+        "number of skipped iterations: {skip:>3d} | number of nan iterations: {nan:>3d} |\n")
+
+
+def write_log(path: Path, size_mb: float, seed: int = 7) -> int:
+    """Write iteration lines until the file reaches ``size_mb``; returns the number of lines."""
+    rng = random.Random(seed)
+    target = int(size_mb * 1024 * 1024)
+    approx_lines = target // 390 + 1
+    gbs, written, step, clock = 128, 0, 0, 0.0
+    with open(path, "w", encoding="utf-8") as out:
+        while written < target:
+            batch = []
+            for _ in range(5000):
+                step += 1
+                ms = 13800.0 + rng.uniform(-150, 150)
+                clock += ms / 1000.0
+                day, rem = divmod(clock, 86400)
+                hh, rem = divmod(rem, 3600)
+                mm, ss = divmod(rem, 60)
+                batch.append(LINE.format(
+                    date=f"2026-03-{6 + int(day) % 20:02d}", hh=int(hh), mm=int(mm), ss=ss, step=step,
+                    total=approx_lines, consumed=step * gbs, ms=ms, mem=0.87 + rng.uniform(-0.01, 0.01),
+                    tf=488.3 * 13800.0 / ms, lr=1.5e-5, gbs=gbs, loss=2.0 + 10.0 / (1 + step / 500),
+                    gn=1.0 + rng.random(), skip=0, nan=0))
+            chunk = "".join(batch)
+            out.write(chunk)
+            written += len(chunk)
+    return step
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8) -> dict:
+    """Generate, read, parse, delete; returns the figures as a dict."""
+    with tempfile.TemporaryDirectory(prefix="cvs_parse_bench_") as tmp:
+        path = Path(tmp) / "training.log"
+        lines = write_log(path, size_mb)
+        size = path.stat().st_size
+        t0 = time.perf_counter()
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for _ in handle:
+                pass
+        read_s = time.perf_counter() - t0
+        rss_before = _rss_mb()
+        t0 = time.perf_counter()
+        parser = parse_file(path, seq_length=seq_length, world_size=world_size)
+        parse_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        metrics = parser.metrics()
+        metrics_s = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    mb = size / 2**20
+    return {
+        "size_mb": round(mb, 1),
+        "lines": lines,
+        "iterations_parsed": len(parser.iterations),
+        "read_lines_s": round(read_s, 3),
+        "read_lines_mb_s": round(mb / read_s, 1),
+        "parse_s": round(parse_s, 3),
+        "parse_mb_s": round(mb / parse_s, 1),
+        "parse_vs_read_ratio": round(parse_s / read_s, 2),
+        "metrics_s": round(metrics_s, 3),
+        "rss_before_parse_mb": round(rss_before, 1),
+        "peak_rss_mb": round(peak, 1),
+        "rss_growth_mb": round(peak - rss_before, 1),
+        "errors": len(parser.errors),
+        "tokens_per_gpu": metrics["training.tokens_per_gpu"],
+    }
+
+
+if __name__ == "__main__":
+    size = float(sys.argv[1]) if len(sys.argv) > 1 else 1024
+    print(json.dumps(run(size_mb=size), indent=2))

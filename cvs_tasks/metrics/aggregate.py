@@ -1,0 +1,126 @@
+"""From per-iteration values to the run metrics every gate and report uses.
+
+Warm-up rule (the one rule, used by run metrics, step-time percentiles, the loss curve and the
+checkpoint-free statistics): with P the planned iteration count (or, when the log never said, the
+last step seen), iterations with ``step <= max(1, int(0.1 * P))`` are warm-up and ignored; the
+rest is *steady state*. The first step is always warm-up (compile, allocator and NCCL set-up).
+
+Statistics over steady state, one rule per kind of quantity:
+
+* ``training.elapsed_time_per_iteration`` (ms) — arithmetic mean of the instantaneous step times.
+* ``training.throughput_per_gpu`` (TFLOP/s/GPU) and ``training.tokens_per_gpu`` (tok/s/GPU) —
+  harmonic mean of the instantaneous rates. With constant work per step this equals work / mean
+  step time, so the three numbers agree with each other; the backend's own running averages
+  (Primus ``X/Y`` Y values) are not used.
+* ``training.tokens_per_gpu`` uses the logged tokens when a line has them, else
+  ``GBS * seq_length / (elapsed_s * world_size)`` when seq length and world size are known.
+* ``training.mem_usage`` (ratio 0-1) — arithmetic mean of the per-step ratio (ROCm
+  ``mem usages:`` or Primus hip ``usage_ratio`` / 100; both come from ``torch.cuda.mem_get_info``).
+* ``training.step_time_p50_ms`` / ``_p95_ms`` — linear-interpolated percentiles of the step times
+  (rank q/100·(n−1)).
+
+Values that are NaN, infinite or not positive (rates, times) are left out; a metric with no usable
+sample is None. The ROCm launcher's four summary lines are *not* preferred (they use another
+warm-up rule); they fill a metric only when the iterations cannot produce it (e.g. no seq length
+for tokens/s, or the log tail without iteration lines).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+RUN_METRICS = (
+    "training.throughput_per_gpu",
+    "training.tokens_per_gpu",
+    "training.elapsed_time_per_iteration",
+    "training.mem_usage",
+    "training.step_time_p50_ms",
+    "training.step_time_p95_ms",
+)
+SUMMARY_KEYS = {  # ROCm launcher summary line label -> metric
+    "throughput per gpu": "training.throughput_per_gpu",
+    "elapsed time per iteration": "training.elapsed_time_per_iteration",
+    "tokens/gpu/s": "training.tokens_per_gpu",
+    "mem usages": "training.mem_usage",
+}
+
+
+def warmup_cutoff(planned: int | None, last_step: int | None) -> int:
+    """Last warm-up step: ``max(1, int(0.1 * P))``, P = planned count, else the last step seen."""
+    basis = planned if planned and planned > 0 else (last_step or 0)
+    return max(1, int(0.1 * basis))
+
+
+def _usable(values: Iterable[float], positive: bool) -> list[float]:
+    if positive:
+        return [v for v in values if 0.0 < v < math.inf]
+    return [v for v in values if -math.inf < v < math.inf]
+
+
+def mean(values: Iterable[float]) -> float | None:
+    vals = _usable(values, positive=False)
+    return sum(vals) / len(vals) if vals else None
+
+
+def harmonic_mean(values: Iterable[float]) -> float | None:
+    vals = _usable(values, positive=True)
+    return len(vals) / sum(1.0 / v for v in vals) if vals else None
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks, rank = q/100 * (n-1)."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    rank = q / 100.0 * (n - 1)
+    lo = int(math.floor(rank))
+    hi = min(lo + 1, n - 1)
+    frac = rank - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def derived_tokens(gbs: float, elapsed_ms: float, seq_length: int | None,
+                   world_size: int | None) -> float | None:
+    """tok/s/GPU = GBS * seq / (elapsed_s * world); None when an input is unknown or not > 0."""
+    if not seq_length or not world_size or not (gbs > 0) or not (0 < elapsed_ms < math.inf):
+        return None
+    return gbs * seq_length * 1000.0 / (elapsed_ms * world_size)
+
+
+def tokens_column(logged: Sequence[float], gbs: Sequence[float], elapsed: Sequence[float],
+                  seq_length: int | None, world_size: int | None) -> list[float]:
+    """Per-step tokens/s/GPU: logged when printed, else derived (NaN when neither is possible)."""
+    out = []
+    for tok, g, ms in zip(logged, gbs, elapsed):
+        if tok == tok:
+            out.append(tok)
+        else:
+            d = derived_tokens(g, ms, seq_length, world_size)
+            out.append(math.nan if d is None else d)
+    return out
+
+
+def run_metrics(elapsed: Sequence[float], tflops: Sequence[float], tokens: Sequence[float],
+                mem: Sequence[float]) -> dict[str, float | None]:
+    """The ``training.*`` run metrics from steady-state columns (already cut after warm-up)."""
+    times = sorted(_usable(elapsed, positive=True))
+    return {
+        "training.throughput_per_gpu": harmonic_mean(tflops),
+        "training.tokens_per_gpu": harmonic_mean(tokens),
+        "training.elapsed_time_per_iteration": sum(times) / len(times) if times else None,
+        "training.mem_usage": mean(mem),
+        "training.step_time_p50_ms": percentile(times, 50.0),
+        "training.step_time_p95_ms": percentile(times, 95.0),
+    }
+
+
+def fill_from_summary(metrics: dict[str, float | None],
+                      summary: dict[str, float]) -> dict[str, float | None]:
+    """Fill metrics the iterations could not produce from the ROCm launcher summary lines."""
+    out = dict(metrics)
+    for label, name in SUMMARY_KEYS.items():
+        value = summary.get(label)
+        if out.get(name) is None and value is not None and math.isfinite(value):
+            out[name] = value
+    return out

@@ -1,0 +1,48 @@
+"""Reading a log file from disk in chunks: the only file I/O in the metrics package.
+
+Bytes are decoded with ``errors="replace"`` by an incremental decoder, so a multi-byte character
+split across two reads is still decoded once and bad bytes become U+FFFD instead of an exception.
+Memory stays at one chunk plus the parser's columns, whatever the file size.
+"""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+from typing import Iterator
+
+from cvs_tasks.errors import BadInput
+from cvs_tasks.metrics.parser import LogParser
+
+CHUNK_BYTES = 4 << 20
+
+
+def iter_text_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
+    """Decoded text of a file, ``chunk_bytes`` at a time (chunks may end mid-line)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise BadInput(f"log file not found: {path}") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise BadInput(f"cannot read log file {path}: {exc.strerror}") from None
+    with handle:
+        while True:
+            data = handle.read(chunk_bytes)
+            if not data:
+                break
+            text = decoder.decode(data)
+            if text:
+                yield text
+        rest = decoder.decode(b"", final=True)
+        if rest:
+            yield rest
+
+
+def parse_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES, **parser_args) -> LogParser:
+    """A finished ``LogParser`` over a whole file (``parser_args`` go to its constructor)."""
+    parser = LogParser(**parser_args)
+    for text in iter_text_chunks(path, chunk_bytes):
+        parser.feed(text)
+    parser.finish()
+    return parser

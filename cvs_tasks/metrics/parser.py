@@ -1,0 +1,412 @@
+"""Incremental training-log parser: feed text as it arrives, read iterations, metrics and errors.
+
+Feeding a log in arbitrary pieces (even split mid-line or mid-character-run) gives exactly the
+result of feeding it whole: only complete lines are processed, the partial tail waits for the next
+``feed``, and every piece of state is either order-free or follows file order.
+
+How it stays fast (a log can be gigabytes): text is handled in windows of whole lines.
+``ITERATION_RE.split`` turns a window into the fields of every known iteration line plus the text
+between them, all in C; fields become typed columns with ``map``/``array`` and are appended in
+bulk. Only the text *between* iteration lines is searched for rare anchors (signatures, arguments
+dump, banners), with ``str.find`` on a lower-cased copy; the few lines holding an anchor are read
+one by one. Garbage and undecodable lines are skipped and counted in ``lines_skipped``.
+
+The warm-up rule and the statistics are described in ``cvs_tasks.metrics.aggregate``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from itertools import accumulate, compress, repeat
+
+from cvs_tasks.errors import BadInput
+from cvs_tasks.metrics import aggregate, flops
+from cvs_tasks.metrics import columns as columns_mod
+from cvs_tasks.metrics.iteration import (
+    COL, GROUPS, ITERATION_RE, STRIDE, Iteration, iteration_from_row, parse_iteration_line,
+)
+from cvs_tasks.metrics.markers import MARKER_ANCHORS, LineFacts
+from cvs_tasks.metrics.signatures import (
+    ANCHORS, ITERATION_SIGNATURES, ErrorHit, anchored_line_starts, clean, hit, match_line,
+)
+from cvs_tasks.metrics.store import IterationBatch, IterationMap, IterationStore
+from cvs_tasks.metrics.uniform import learn_shape, shape_regex
+
+DIALECTS = ("auto", "megatron", "primus")
+WINDOW = 1 << 21  # characters per processing window (whole lines)
+FAST_UNIFORM = True  # tests switch it off to prove both paths give the same result
+_ALL_ANCHORS = tuple(sorted(set(ANCHORS) | set(MARKER_ANCHORS)))
+_G = {name: GROUPS[name] for name in GROUPS}
+_GN_BAD = re.compile(r"grad norm:\s*[-+]?(?:nan|inf)", re.IGNORECASE)
+_LOSS_BAD = re.compile(r"\blm loss:\s*[-+]?(?:nan|inf)", re.IGNORECASE)
+
+
+def _line_text(block: str, first_line: int, line_no: int) -> str:
+    """The text of one line of a window (used only for the rare flagged iteration)."""
+    pos = 0
+    for _ in range(line_no - first_line):
+        pos = block.find("\n", pos) + 1
+        if pos == 0:
+            return ""
+    end = block.find("\n", pos)
+    return clean(block[pos: end if end != -1 else len(block)])[:400]
+
+
+class LogParser:
+    """Parse one node's training log (any dialect); see the module docstring."""
+
+    def __init__(self, dialect: str = "auto", seq_length: int | None = None,
+                 world_size: int | None = None, global_batch_size: int | None = None,
+                 model: str | None = None) -> None:
+        if dialect not in DIALECTS:
+            raise BadInput(f"unknown log dialect {dialect!r}: use one of {', '.join(DIALECTS)}")
+        for name, value in (("seq_length", seq_length), ("world_size", world_size),
+                            ("global_batch_size", global_batch_size)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise BadInput(f"{name} must be a positive integer, got {value!r}")
+        self._dialect = dialect
+        self._seq, self._world, self._gbs = seq_length, world_size, global_batch_size
+        self.model = model
+        self._store = IterationStore()
+        self.facts = LineFacts()
+        self._features: set[str] = set()
+        self._tail = ""
+        self.lines = 0  # complete lines processed
+        self.lines_skipped = 0
+        self.errors: list[ErrorHit] = []
+        self._error_cursor = 0
+        self._loss_seen = False
+        self._finished = False
+        self._shape = None
+
+    # --- feeding ---------------------------------------------------------------------------
+    def feed(self, text: str) -> IterationBatch:
+        """Parse the complete lines in ``tail + text``; returns the iterations they held."""
+        if self._finished:
+            raise RuntimeError("LogParser.feed() after finish()")
+        data = self._tail + text if self._tail else text
+        cut = data.rfind("\n")
+        if cut == -1:
+            self._tail = data
+            return self._batch([])
+        self._tail = data[cut + 1:]
+        return self._batch(self._consume(data, cut + 1))
+
+    def finish(self) -> IterationBatch:
+        """The log ended: parse the last line even without a newline. Idempotent."""
+        if self._finished:
+            return self._batch([])
+        tail, self._tail = self._tail, ""
+        steps = self._consume(tail + "\n", len(tail) + 1) if tail else []
+        self._finished = True
+        return self._batch(steps)
+
+    def _consume(self, data: str, end: int) -> list[int]:
+        steps: list[int] = []
+        pos = 0
+        while pos < end:
+            stop = end
+            if end - pos > WINDOW:
+                stop = data.rfind("\n", pos, pos + WINDOW) + 1
+                if stop <= pos:  # one line longer than a window
+                    stop = data.find("\n", pos + WINDOW) + 1
+            steps.extend(self._process(data[pos:stop] if (pos or stop != len(data)) else data))
+            pos = stop
+        return steps
+
+    def _batch(self, steps: list[int]) -> IterationBatch:
+        return IterationBatch(self._store, self._materialize, steps)
+
+    # --- one window of whole lines -------------------------------------------------------------
+    def _process(self, block: str) -> list[int]:
+        parts = None
+        if self._shape is not None and FAST_UNIFORM:
+            regex, constants = self._shape
+            parts = regex.split(block)
+            stride, index = regex.groups + 1, regex.groupindex
+            others = parts[0::stride]
+            if "elapsed time per iteration" in "".join(others):
+                parts = None  # another line shape in this window: use the general pattern
+        if parts is not None:
+            n = (len(parts) - 1) // stride
+            none = [None] * n
+
+            def c(name: str) -> list:
+                if name in index:
+                    return parts[index[name]::stride]
+                return [constants[name]] * n if name in constants else none
+        else:
+            parts = ITERATION_RE.split(block)
+            n = (len(parts) - 1) // STRIDE
+            others = parts[0::STRIDE]
+            c = lambda name: parts[_G[name]::STRIDE]  # noqa: E731
+            if n and FAST_UNIFORM:
+                self._learn_shape(block)
+        first_line = self.lines + 1
+        slow_rows: list[tuple[int, int, tuple, str]] = []  # (fast rows before, line, row, text)
+        hits: list[ErrorHit] = []
+        newlines_before = 0
+        for j in compress(range(n + 1), others):
+            piece = others[j]
+            self._scan_piece(piece, first_line + j + newlines_before, j, slow_rows, hits)
+            newlines_before += piece.count("\n")
+        self.lines += n + newlines_before
+
+        steps = list(map(int, c("step")))
+        if n:
+            columns_mod.note_columns(self._features, c, n)
+        columns = columns_mod.typed_columns(c, n) if n else []
+        flagged = n and self._needs_row_checks(c, n)
+        if not slow_rows and not flagged and self._store.extend_columns(steps, columns):
+            if n and not self._loss_seen and c("loss").count(None) != n:
+                self._loss_seen = True
+        else:
+            ordered = self._ordered_rows(steps, columns, slow_rows, others, first_line, c)
+            for line_no, row, gn_bad, loss_bad in ordered:
+                self._store.put_row(row)
+                self._row_checks(row, line_no, gn_bad, loss_bad, hits, block, first_line)
+            steps = [item[1][0] for item in ordered]
+        hits.sort(key=lambda h: h.line)
+        self.errors.extend(hits)
+        return steps
+
+    def _learn_shape(self, block: str) -> None:
+        """Remember the shape of the window's last line when it is a known iteration line."""
+        start = block.rfind("\n", 0, len(block) - 1) + 1
+        line = block[start:]
+        if ITERATION_RE.fullmatch(line):
+            shape = learn_shape(line[:-1])
+            if shape is not None:
+                self._shape = shape_regex(shape)
+
+    def _needs_row_checks(self, c, n: int) -> bool:
+        """Cheap whole-column tests: does any row carry a NaN sign or a skipped step?"""
+        if c("nan").count("0") != n or c("skip").count("0") != n:
+            return True
+        if "n" in "".join(filter(None, c("gn"))).lower():
+            return True
+        losses = c("loss")
+        missing = losses.count(None)
+        if missing and (self._loss_seen or missing != n):
+            return True
+        return "n" in "".join(filter(None, losses)).lower()
+
+    def _ordered_rows(self, steps, columns, slow_rows, others, first_line, c):
+        """Fast and slow rows merged in file order: (line, row, grad norm bad, loss bad)."""
+        fast = []
+        if steps:
+            cum = list(accumulate(map(str.count, others, repeat("\n"))))
+            bad = lambda s: s is not None and "n" in s.lower()  # noqa: E731  nan / inf printed
+            gn_bad = map(bad, c("gn"))
+            loss_bad = map(bad, c("loss"))
+            fast = [(first_line + i + cum[i], row, g, lo) for i, (row, g, lo) in
+                    enumerate(zip(zip(steps, *columns[1:]), gn_bad, loss_bad))]
+        merged = []
+        k = 0
+        for before, line_no, row, line in slow_rows:
+            merged.extend(fast[k:before])
+            k = before
+            merged.append((line_no, row, bool(_GN_BAD.search(line)), bool(_LOSS_BAD.search(line))))
+        merged.extend(fast[k:])
+        return merged
+
+    def _row_checks(self, row, line_no, gn_bad, loss_bad, hits, block, first_line) -> None:
+        """Iteration-line signatures: NaN counters, non-finite grad norm or loss, missing loss."""
+        loss = row[COL["loss"]]
+        name = None
+        if row[COL["nan_iters"]] > 0:
+            name = "nan_iterations"
+        elif gn_bad:
+            name = "grad_norm_not_finite"
+        elif loss_bad:
+            name = "lm_loss_not_finite"
+        elif loss != loss and self._loss_seen:
+            name = "lm_loss_missing"
+        elif row[COL["skipped"]] > 0:
+            name = "skipped_iterations"
+        if loss == loss and not loss_bad:
+            self._loss_seen = True
+        if name is not None:
+            cls, fatal = ITERATION_SIGNATURES[name]
+            hits.append(ErrorHit(name, cls, fatal, line_no, _line_text(block, first_line, line_no)))
+
+    # --- text between iteration lines ------------------------------------------------------------
+    def _scan_piece(self, piece, first_line, fast_before, slow_rows, hits) -> None:
+        lower = piece.lower()
+        if len(lower) != len(piece):
+            starts = [0] + [i + 1 for i, ch in enumerate(piece) if ch == "\n"][:-1]
+        else:
+            starts = anchored_line_starts(lower, _ALL_ANCHORS)
+        line_no, prev = first_line, 0
+        for start in starts:
+            line_no += piece.count("\n", prev, start)
+            prev = start
+            end = piece.find("\n", start)
+            raw = piece[start: end if end != -1 else len(piece)]
+            self._read_line(clean(raw), line_no, fast_before, slow_rows, hits)
+
+    def _read_line(self, line, line_no, fast_before, slow_rows, hits) -> None:
+        low = line.lower()
+        known = False
+        if "elapsed time per iteration (ms)" in low and "iteration" in low:
+            row = parse_iteration_line(line)
+            if row is None:
+                self.lines_skipped += 1
+                return
+            slow_rows.append((fast_before, line_no, row, line))
+            columns_mod.note_line(self._features, line)
+            known = True
+        sig = match_line(line, low)
+        if sig is not None:
+            hits.append(hit(sig, line_no, line))
+            known = True
+        if not known:
+            known = self.facts.read(line, low)
+        if not known and ("\ufffd" in line or "\x00" in line):
+            self.lines_skipped += 1
+
+    # --- reading ---------------------------------------------------------------------------
+    @property
+    def seq_length(self) -> int | None:
+        """Explicit value, else the arguments dump, else Primus' ``seq_len:`` set-up line."""
+        return self._seq or self.facts.arg_int("seq_length") or self.facts.primus_seq
+
+    @property
+    def world_size(self) -> int | None:
+        return self._world or self.facts.arg_int("world_size") or self.facts.primus_world
+
+    @property
+    def global_batch_size(self) -> int | None:
+        """Explicit value, else the arguments dump (each line also prints its own GBS)."""
+        return self._gbs or self.facts.arg_int("global_batch_size")
+
+    @property
+    def dialect(self) -> str | None:
+        """``megatron`` or ``primus`` (the flag given, or detected); None before any evidence."""
+        if self._dialect != "auto":
+            return self._dialect
+        return columns_mod.detect_dialect(self._features, self.facts)
+
+    @property
+    def flavour(self) -> str | None:
+        """Which generation printed the lines (log_formats.md): upstream, rocm-fork, primus-*."""
+        return columns_mod.flavour_of(self.dialect, self._features, self.facts)
+
+    @property
+    def timestamps(self) -> str | None:
+        f = self._features
+        return "microseconds" if "ts_us" in f else "seconds" if "ts_s" in f else None
+
+    @property
+    def iterations(self) -> IterationMap:
+        """step -> Iteration, sorted by step; a repeated step keeps its last line."""
+        return IterationMap(self._store, self._materialize)
+
+    @property
+    def last_step(self) -> int | None:
+        return self._store.last_step
+
+    @property
+    def planned(self) -> int | None:
+        """Planned iteration count: the ``/T`` of the latest step, else ``train_iters``."""
+        if self._store.steps:
+            total = self._store.cols[COL["total"]][-1]
+            if total == total:
+                return int(total)
+        return self.facts.arg_int("train_iters")
+
+    @property
+    def completed(self) -> bool:
+        """``iteration N/N`` seen, or Primus ``Training completed.`` / ``torchrun finished successfully``."""
+        if self.facts.completion_marker:
+            return True
+        planned = self.planned
+        return bool(planned and self.last_step is not None and self.last_step >= planned)
+
+    @property
+    def warmup_cutoff(self) -> int:
+        return aggregate.warmup_cutoff(self.planned, self.last_step)
+
+    @property
+    def fatal_errors(self) -> list[ErrorHit]:
+        return [e for e in self.errors if e.fatal]
+
+    def new_errors(self) -> list[ErrorHit]:
+        """Hits found since the previous call (for a watch loop)."""
+        fresh = self.errors[self._error_cursor:]
+        self._error_cursor = len(self.errors)
+        return fresh
+
+    def _materialize(self, row: tuple) -> Iteration:
+        derived = None
+        if row[COL["tokens_per_gpu"]] != row[COL["tokens_per_gpu"]]:
+            gbs = self._gbs or row[COL["global_batch_size"]]
+            derived = aggregate.derived_tokens(gbs, row[COL["elapsed_ms"]], self.seq_length,
+                                               self.world_size)
+        return iteration_from_row(row, derived)
+
+    def _steady_tokens(self, start: int) -> list[float]:
+        cols = self._store.cols
+        logged = cols[COL["tokens_per_gpu"]][start:]
+        elapsed = cols[COL["elapsed_ms"]][start:]
+        gbs = cols[COL["global_batch_size"]][start:]
+        if self._gbs:
+            gbs = array("d", [float(self._gbs)]) * len(elapsed)
+        return aggregate.tokens_column(logged, gbs, elapsed, self.seq_length, self.world_size)
+
+    def metrics(self) -> dict[str, float | None]:
+        """The ``training.*`` run metrics over steady state (None when unknown)."""
+        start = self._store.first_after(self.warmup_cutoff)
+        cols = self._store.cols
+        found = aggregate.run_metrics(
+            cols[COL["elapsed_ms"]][start:], cols[COL["tflops"]][start:], self._steady_tokens(start),
+            cols[COL["mem_ratio"]][start:],
+        )
+        return aggregate.fill_from_summary(found, self.facts.launcher_summary)
+
+    def model_dims(self) -> flops.ModelDims | None:
+        """Model shape: the ``model`` name given, refined by the arguments dump when it has one."""
+        return flops.dims_from_args(self.facts.args, flops.model_dims(self.model))
+
+    def tflops_recomputed(self, metrics: dict[str, float | None] | None = None) -> float | None:
+        """TFLOP/s/GPU from steady tokens/s with the current formula (flops.py); None if unknown."""
+        tokens = (metrics or self.metrics()).get("training.tokens_per_gpu")
+        return flops.recompute_tflops(tokens, self.model_dims(), self.seq_length)
+
+    def loss_points(self) -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
+        """(step, loss) of the first and the last iteration that printed a finite loss."""
+        steps, losses = self._store.steps, self._store.cols[COL["loss"]]
+        finite = [i for i, v in enumerate(losses) if -math.inf < v < math.inf]
+        if not finite:
+            return None, None
+        return (steps[finite[0]], losses[finite[0]]), (steps[finite[-1]], losses[finite[-1]])
+
+    def summary(self) -> dict:
+        """The ``logs.parse --json`` object."""
+        metrics = self.metrics()
+        first, last = self.loss_points()
+        return {
+            "dialect": self.dialect,
+            "flavour": self.flavour,
+            "timestamps": self.timestamps,
+            "iterations": self.last_step,
+            "iterations_parsed": len(self._store),
+            "planned_iterations": self.planned,
+            "completed": self.completed,
+            "warmup_cutoff": self.warmup_cutoff,
+            "metrics": metrics,
+            "tflops_recomputed": self.tflops_recomputed(metrics),
+            "loss": {"first": first[1] if first else None, "first_step": first[0] if first else None,
+                     "last": last[1] if last else None, "last_step": last[0] if last else None},
+            "eval_losses": [[s, v] for s, v in sorted(self.facts.eval_losses.items())],
+            "seq_length": self.seq_length,
+            "world_size": self.world_size,
+            "global_batch_size": self.global_batch_size,
+            "launcher_summary": dict(self.facts.launcher_summary),
+            "lines": self.lines,
+            "lines_skipped": self.lines_skipped,
+            "errors": [e.to_dict() for e in self.errors],
+            "fatal": any(e.fatal for e in self.errors),
+        }

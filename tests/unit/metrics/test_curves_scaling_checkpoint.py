@@ -1,0 +1,110 @@
+import math
+
+import pytest
+
+from cvs_tasks.metrics import (
+    Iteration, checkpoint_continuity, checkpoint_io_times, convergence, fit_loss_curve, is_stalled,
+    last_checkpoint_step, losses_by_step, parse_file, sample_curve, scaling_efficiency, warmup_cutoff,
+)
+from cvs_tasks.metrics.flops import flops_per_token, model_dims
+
+
+def it(step, loss=None, ms=1000.0):
+    return Iteration(step, 20, ms, None, None, None, None, None, loss, None, 0, 0, None, None)
+
+
+def test_sampling_reference_example():
+    rows = [it(s, 12 - 0.3 * s) for s in range(1, 21)]
+    assert [s for s, _ in sample_curve(rows, 10, [], warmup_cutoff(20, 20))] == [3, 10, 20]
+    assert [s for s, _ in sample_curve(rows, 0, [5, 7], 2)] == list(range(3, 21))
+    assert [s for s, _ in sample_curve(rows, 100, [5, 7], 2)] == [3, 5, 7, 20]
+    assert sample_curve([it(s) for s in range(1, 5)], 1, [], 2) == []
+
+
+def test_fit_slope_and_gate():
+    points = [(s, 10 - 0.5 * s) for s in (3, 10, 20)]
+    result = fit_loss_curve(points, 0.0)
+    assert result.slope == pytest.approx(-0.5) and result.decreasing and result.n == 3
+    assert not fit_loss_curve([(1, 1.0), (2, 2.0)], 0.0).decreasing
+    assert fit_loss_curve(points, -0.6).decreasing is False
+
+
+@pytest.mark.parametrize("points", [[], [(5, 1.0)], [(5, 1.0), (5, 2.0)]])
+def test_not_enough_points(points):
+    result = fit_loss_curve(points, 0.0)
+    assert result.slope is None and result.decreasing is None and not result.enough_points
+    assert "not enough points" in result.detail
+
+
+def test_convergence_reference_example():
+    rows = [it(1, 12.2, 9000.0)] + [it(s, 12.2 - 0.3 * (s - 1), 500.0) for s in range(2, 21)]
+    step, seconds = convergence(rows, 7.0)
+    assert step == 19 and seconds == pytest.approx(9.0 + 18 * 0.5)
+    assert convergence(rows, 0) is None and convergence(rows, 1.0) is None
+
+
+def test_convergence_counts_log_interval():
+    rows = [it(10, 9.0, 1000.0), it(20, 8.0, 1000.0), it(30, 6.0, 1000.0)]
+    assert convergence(rows, 7.0) == (30, 30.0)
+
+
+def test_scaling_efficiency_uses_tokens():
+    assert scaling_efficiency(850.0, 2, 8, 6800.0, 1) == pytest.approx(100.0)
+    assert scaling_efficiency(400.0, 2, 8, 6800.0, 1) == pytest.approx(6400 / 13600 * 100)
+    for bad in [(None, 2, 8, 1.0, 1), (1.0, 2, 8, 0.0, 1), (1.0, 2, 8, 1.0, 0), (math.nan, 2, 8, 1.0, 1)]:
+        assert scaling_efficiency(*bad) is None
+
+
+def test_checkpoint_continuity_reference_example():
+    assert last_checkpoint_step(21, 20) == 20
+    ok = checkpoint_continuity({20: 6.10}, {21: 6.35, 22: 6.3}, 20, 0.05)
+    assert ok.ok and ok.tolerance == pytest.approx(0.305) and ok.increase == pytest.approx(0.25)
+    assert not checkpoint_continuity({20: 6.10}, {21: 6.50}, 20, 0.05).ok
+    assert checkpoint_continuity({20: 6.10}, {21: 5.0}, 20, 0.0).ok  # a decrease is fine
+    wrong_start = checkpoint_continuity({20: 6.1}, {1: 10.0, 2: 9.0}, 20, 0.05)
+    assert not wrong_start.ok and "expected 21" in wrong_start.reason
+    assert "no iteration lines" in checkpoint_continuity({20: 6.1}, {}, 20, 0.05).reason
+    assert "no loss" in checkpoint_continuity({19: 6.1}, {21: 6.0}, 20, 0.05).reason
+
+
+def test_checkpoint_logs_end_to_end(fixture_log):
+    save = parse_file(fixture_log("ckpt_save_primus.log"))
+    resume = parse_file(fixture_log("ckpt_resume_primus.log"))
+    result = checkpoint_continuity(losses_by_step(save.iterations), losses_by_step(resume.iterations),
+                                   last_checkpoint_step(21, 10), 0.05)
+    assert result.ok and result.first_resumed_step == 21
+    assert result.increase == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("name", ["ckpt_resume_primus.log", "ckpt_resume_primus_distributed.log"])
+def test_checkpoint_load_time_single_and_distributed(fixture_log, name):
+    times = checkpoint_io_times(fixture_log(name).read_text().splitlines())
+    assert times.load_time_s == pytest.approx(12.0)
+
+
+def test_checkpoint_save_times(fixture_log):
+    times = checkpoint_io_times(fixture_log("ckpt_save_primus.log").read_text().splitlines())
+    assert times.save_times_s == {10: pytest.approx(3.5), 20: pytest.approx(4.5)}
+    assert times.mean_save_s == pytest.approx(4.0)
+    assert times.load_time_s is None and times.notes == ["no checkpoint load lines found"]
+
+
+def test_checkpoint_times_without_stamps_fall_back_to_timer(fixture_log):
+    times = checkpoint_io_times(fixture_log("ckpt_megatron_old.log").read_text().splitlines())
+    assert times.save_times_s == {}
+    assert times.load_time_s == pytest.approx(12.57188)
+
+
+def test_stalled_helper():
+    assert is_stalled(100.0, 1001.0, 900) and not is_stalled(100.0, 1000.0, 900)
+    assert not is_stalled(0.0, 10_000.0, 0)
+
+
+def test_flops_table_matches_published_constants():
+    assert flops_per_token(model_dims("llama3.1_8B"), 8192) == pytest.approx(51.47e9, rel=1e-3)
+    assert flops_per_token(model_dims("llama3.1_8B"), 8192, "old") == pytest.approx(57.91e9, rel=1e-3)
+    assert flops_per_token(model_dims("llama3.3_70B"), 8192) == pytest.approx(449.2e9, rel=1e-3)
+    assert flops_per_token(model_dims("70B"), 4096) == pytest.approx(433.1e9, rel=1e-3)
+    assert flops_per_token(model_dims("llama3.1_405B"), 8192) == pytest.approx(2524e9, rel=1e-3)
+    assert flops_per_token(model_dims("deepseek_v2_lite"), 4096) > 0
+    assert model_dims("gpt-5") is None
