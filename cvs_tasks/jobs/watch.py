@@ -120,9 +120,11 @@ class Watcher:
         self.clock = clock
         self.nodes = [NodeState(target=t, parser=parser_factory()) for t in targets]
         self._sinks: list[IO[bytes] | None] = []
+        self._start = clock()
 
     # -- public -------------------------------------------------------------------------------
     def run(self) -> WatchOutcome:
+        self._start = self.clock()
         self._open_sinks()
         try:
             return self._loop()
@@ -318,7 +320,7 @@ class Watcher:
                 total=node.planned or self.iterations,
                 loss=_finite(getattr(last, "loss", None)),
                 tflops=_finite(getattr(last, "tflops", None)),
-                elapsed_s=0.0,
+                elapsed_s=self.clock() - self._start,
                 note=note,
             )
         )
