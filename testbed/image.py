@@ -25,8 +25,11 @@ from cvs_tasks.errors import BadInput, InfraError
 
 IMAGE_REPO = "cvs-testbed/sim"
 LATEST_TAG = f"{IMAGE_REPO}:latest"
+# The harness picks Primus when the image name contains "primus"; the same image under this tag
+# is how the Primus testbed configs say so.
+PRIMUS_TAG = f"{IMAGE_REPO}:primus-latest"
 TRAINER_ROOT = Path(__file__).resolve().parent / "trainer" / "workspace"
-LAYOUT_VERSION = "1"  # bump when the way files are placed in the image changes
+LAYOUT_VERSION = "1+ibv"  # bump when the way files are placed in the image changes
 DEBOOTSTRAP_TIMEOUT_S = 1200
 IMPORT_TIMEOUT_S = 600
 
@@ -172,11 +175,13 @@ def _image_tar(base: Path) -> Path:
             info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-        link = tarfile.TarInfo("./usr/local/bin/rocm-smi")
-        link.type = tarfile.SYMTYPE
-        link.linkname = "/workspace/bin/rocm-smi"
-        link.mode = 0o777
-        tar.addfile(link)
+        for tool in ("rocm-smi", "ibv_devinfo"):  # stand-ins on PATH, as in real images
+            link = tarfile.TarInfo(f"./usr/local/bin/{tool}")
+            link.type = tarfile.SYMTYPE
+            link.linkname = f"/workspace/bin/{tool}"
+            link.mode = 0o777
+            tar.addfile(link)
+        _add_dir(tar, "./usr/lib/x86_64-linux-gnu/libibverbs")  # where the Broadcom library is copied
     partial.rename(target)
     for stale in cache_dir().glob("sim-*.tar"):
         if stale != target:
@@ -193,7 +198,7 @@ def has_image(docker_host: str, name: str) -> bool:
 def ensure_image(docker_host: str, log=print) -> str:
     """Make sure the daemon at `docker_host` holds the current image; returns its name.
 
-    Also tags it `cvs-testbed/sim:latest`. Imports the cached tarball when missing.
+    Also tags it `cvs-testbed/sim:latest` and `:primus-latest`. Imports the cached tarball when missing.
     """
     name = image_name()
     if not has_image(docker_host, name):
@@ -205,7 +210,8 @@ def ensure_image(docker_host: str, log=print) -> str:
               "--message", "cvs-testbed simulated trainer (test double of a ROCm training image)",
               str(tar_path), name], IMPORT_TIMEOUT_S, f"docker import into {docker_host}")
         log(f"testbed image: imported {name} into {docker_host} ({time.monotonic() - started:.1f} s)")
-    _run(["docker", "-H", docker_host, "tag", name, LATEST_TAG], 60, f"docker tag on {docker_host}")
+    for tag in (LATEST_TAG, PRIMUS_TAG):
+        _run(["docker", "-H", docker_host, "tag", name, tag], 60, f"docker tag on {docker_host}")
     return name
 
 

@@ -21,6 +21,8 @@ from cvs_tasks.metrics import LogParser
 from cvs_tasks.run.events import NodeProgress
 
 Clock = Callable[[], float]
+# Error classes that are a node's own failure, not the echo of a peer's (see _fatal_error).
+ROOT_CAUSE_CLASSES = frozenset({"gpu_fault", "oom", "hip", "nan", "segfault"})
 
 
 @dataclass(frozen=True)
@@ -244,30 +246,35 @@ class Watcher:
 
     # -- decisions ----------------------------------------------------------------------------
     def _fatal_error(self) -> WatchOutcome | None:
-        for node in self.nodes:
-            hits = [e for e in node.parser.errors if e.fatal]
-            if hits:
-                hit = hits[0]
-                error = {
-                    "name": hit.name,
-                    "cls": hit.cls,
-                    "host": node.target.host,
-                    "rank": node.target.rank,
-                    "line": hit.line,
-                    "text": hit.text,
-                }
-                node.state = "failed"
-                self._emit(node, note=hit.name)
-                return WatchOutcome(
-                    status="failed",
-                    reason=f"{hit.name} on node {node.target.host} (log line {hit.line}): {hit.text.strip()[:200]}",
-                    nodes=self.nodes,
-                    reporting_rank=self._reporting_rank(),
-                    elapsed_s=0.0,
-                    error=error,
-                    tail=_tail_of(node),
-                )
-        return None
+        """The root cause among every node's fatal hits: a node's own fault (GPU, OOM, HIP, NaN,
+        segfault) outranks the NCCL/process errors its peers print when it dies."""
+        hits = [(node, hit) for node in self.nodes for hit in node.parser.errors if hit.fatal]
+        if not hits:
+            return None
+        node, hit = min(hits, key=lambda nh: (nh[1].cls not in ROOT_CAUSE_CLASSES, nh[0].target.rank, nh[1].line))
+        error = {
+            "name": hit.name,
+            "cls": hit.cls,
+            "host": node.target.host,
+            "rank": node.target.rank,
+            "line": hit.line,
+            "text": hit.text,
+        }
+        others = sorted({f"{h.name} on {n.target.host}" for n, h in hits if n is not node})
+        node.state = "failed"
+        self._emit(node, note=hit.name)
+        reason = f"{hit.name} on node {node.target.host} (log line {hit.line}): {hit.text.strip()[:200]}"
+        if others:
+            reason += f" [then: {', '.join(others[:3])}]"
+        return WatchOutcome(
+            status="failed",
+            reason=reason,
+            nodes=self.nodes,
+            reporting_rank=self._reporting_rank(),
+            elapsed_s=self.clock() - self._start,
+            error=error,
+            tail=_tail_of(node),
+        )
 
     def _reporting_rank(self) -> int:
         """The node whose log carries the iteration lines (the last rank on multi-node Megatron)."""

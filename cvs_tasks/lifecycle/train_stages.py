@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from cvs_tasks import metrics as m
@@ -160,7 +161,7 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     resume_losses = {s: it.loss for s, it in resumed.reporting_parser().iterations.items()}
     verdict = m.checkpoint_continuity(save_losses, resume_losses, last_ckpt, c.loss_rtol)
     record = StageRecord(stage="checkpoint", status="PASS" if verdict.ok else "FAIL", reason=verdict.reason)
-    record.data.update(verdict.as_dict())
+    record.data.update({k: v for k, v in dataclasses.asdict(verdict).items() if k not in ("ok", "reason")})
     record.data["loss_rtol"] = c.loss_rtol
     record.data.update(_io_times(saved, resumed))
     for phase, res in (("save", saved), ("resume", resumed)):
@@ -181,7 +182,9 @@ def _io_times(saved: JobResult, resumed: JobResult) -> dict:
         with open(res.local_logs[0], encoding="utf-8", errors="replace") as fh:
             times = m.checkpoint_io_times(fh)
         if key == "save":
-            out["save_times_s"] = {str(k): v for k, v in times.save_seconds.items()}
+            out["save_times_s"] = {str(k): v for k, v in times.save_times_s.items()}
         else:
-            out["load_time_s"] = times.load_seconds
+            out["load_time_s"] = times.load_time_s
+        if times.notes:
+            out.setdefault("io_notes", []).extend(times.notes)
     return out
