@@ -129,7 +129,10 @@ class Watcher:
         self._start = self.clock()
         self._open_sinks()
         try:
-            return self._loop()
+            outcome = self._loop()
+            for n in self.nodes:
+                n.parser.finish()  # a last line without its newline still counts
+            return outcome
         finally:
             for sink in self._sinks:
                 if sink is not None:
@@ -231,7 +234,6 @@ class Watcher:
                 code = _parse_exit(res.sidecar)
                 if code is not None and node.exit_code is None:
                     node.exit_code = code
-                    node.parser.finish()
                     node.state = "done" if code == 0 else "failed"
                     self._emit(node)
         return more
@@ -241,8 +243,6 @@ class Watcher:
         for _ in range(8):
             if not self._poll():
                 break
-        for n in self.nodes:
-            n.parser.finish()
 
     # -- decisions ----------------------------------------------------------------------------
     def _fatal_error(self) -> WatchOutcome | None:
