@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cvs_tasks.report.formatting import DASH, STATUS_COLOURS, fmt_duration, fmt_number, fmt_test_duration
-from cvs_tasks.run.events import NodeProgress, StageEvent
+from cvs_tasks.run.events import Message, NodeProgress, StageEvent
 from cvs_tasks.run.records import test_name
 
 PLAIN_INTERVAL_S = 5.0
@@ -78,6 +78,8 @@ class ConsoleListener:
         with self._lock:
             if isinstance(event, StageEvent):
                 self._on_stage(event)
+            elif isinstance(event, Message):
+                self._on_message(event)
             elif isinstance(event, NodeProgress):
                 self._on_progress(event)
 
@@ -92,6 +94,11 @@ class ConsoleListener:
                 del self._last_printed[node_key]
             self.console.print(stage_end_line(event), soft_wrap=True)
         self._refresh()
+
+    def _on_message(self, event: Message) -> None:
+        """A line from a stage (a dry-run command, a warning): printed above any live display."""
+        style = {"warning": "yellow", "error": "bold red"}.get(event.level, "")
+        self.console.print(Text(event.text, style=style), soft_wrap=True, highlight=False, markup=False)
 
     def _on_progress(self, event: NodeProgress) -> None:
         nodes = self._running.setdefault((event.stage, event.combo), {})
