@@ -87,6 +87,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
             seq_length=_int(params.get("sequence_length")),
             world_size=world,
             global_batch_size=_int(job.gbs),
+            model=params.get("model_name"),
         )
 
     watcher = Watcher(

@@ -100,10 +100,17 @@ def download_tokenizer(session: Session, combo: str | None = None) -> StageRecor
 def teardown(session: Session, combo: str | None = None) -> StageRecord:
     """Remove the containers (per the lifetime) and the per-run node folder holding the token."""
     hosts = session.hosts()
+    stopped = []
+    if session.runtime().spec.runtime == "host" and not session.dry_run:  # jobs a killed harness left running
+        from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
+
+        stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)
     cleanup = hosts.run(f"rm -rf -- {session.node_run_dir}", timeout=60)
     results = session.runtime().remove()
     nodes = node_outcomes(session, results, ok_reason="removed")
     record = StageRecord(stage="teardown", status="PASS", nodes=nodes, reason="torn down")
+    if stopped:
+        record.data["notes"] = stopped
     record.attempts = list(getattr(session.runtime(), "attempts", []) or [])
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"

@@ -107,7 +107,7 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         "completed": bool(parser.completed),
         "dialect": parser.dialect,
         "steps": [[it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu), _finite(it.loss)] for it in iterations],
-        "tflops_recomputed": _finite(metrics.get("training.throughput_per_gpu_recomputed")),
+        "tflops_recomputed": _finite(parser.tflops_recomputed()),
         "scaling_efficiency_pct": None,
     }
     base = cfg.scaling_baseline

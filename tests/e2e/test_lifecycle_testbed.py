@@ -4,6 +4,7 @@ real multi-node TCP rendezvous; only the GPUs and the training math are simulate
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -23,8 +24,20 @@ def containers_on(node) -> list[str]:
 
 
 def trainer_processes() -> list[str]:
+    """Simulated-trainer processes living in a container's root filesystem (a host-runtime run of
+    another test on this machine is not a leak of this one)."""
+    ours = os.stat("/")
     out = subprocess.run(["pgrep", "-af", "simtrainer"], capture_output=True, text=True, timeout=30)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+    leaked = []
+    for line in out.stdout.splitlines():
+        pid = line.split()[0]
+        try:
+            root = os.stat(f"/proc/{pid}/root/")
+        except OSError:
+            continue  # already gone
+        if (root.st_dev, root.st_ino) != (ours.st_dev, ours.st_ino):
+            leaked.append(line)
+    return leaked
 
 
 @pytest.fixture
