@@ -11,20 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cvs_tasks.config.sweep import TRAIN_PARAM_DEFAULTS
 from cvs_tasks.errors import BadInput
 
 Backend = Literal["megatron", "primus"]
 Runtime = Literal["docker", "host"]
 
-# train_params defaults (behaviour reference §1.5); a combo's effective params override them.
+# train_params defaults (behaviour reference §1.5): the config's, plus where the jobs find things.
 PARAM_DEFAULTS: Mapping[str, str] = {
-    "tokenizer_model": "meta-llama/Llama-3.1-70B",
-    "model_size": "70",
-    "sequence_length": "8192",
-    "tensor_parallelism": "1",
-    "pipeline_parallelism": "1",
-    "fsdp": "0",
-    "recompute": "0",
+    **TRAIN_PARAM_DEFAULTS,
     "megatron_root": "/workspace/Megatron-LM",
     "primus_root": "/workspace/Primus",
     "primus_cli": "runner/primus-cli",
