@@ -175,7 +175,13 @@ def _stop(session: Session, launch: LaunchPlan) -> None:
 
 
 def _free_gpus(session: Session, result: JobResult) -> None:
-    """Kill GPU processes left behind so the next combo does not start on top of them."""
+    """Kill GPU processes left behind so the next combo does not start on top of them.
+
+    Only inside our own container: with the ``host`` runtime every GPU process of the node is
+    listed, other users' included, so there the job's own process group (stopped above) is all
+    that is ours to kill."""
+    if session.config.container.runtime.name == "host":
+        return
     try:
         command = cleanup.gpu_pids_command(session.config.gpu.pids_command)
         listed = session.runtime().exec(command, timeout=60)

@@ -24,6 +24,7 @@ from typing import Sequence
 import paramiko
 from fabric import Config, Connection, ThreadingGroup
 from fabric.exceptions import GroupException
+from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 
 from cvs_tasks.remote.hostkeys import (StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
@@ -85,7 +86,8 @@ class SshHosts(Hosts):
         if key_file:
             connect_kwargs.update(key_filename=[os.path.expanduser(key_file)], look_for_keys=False,
                                   allow_agent=False)
-        config = Config(ssh_config=paramiko.SSHConfig())  # no ~/.ssh/config surprises
+        config = Config(ssh_config=paramiko.SSHConfig(),  # no ~/.ssh/config surprises
+                        overrides={"runners": {"remote": _BulkRemote}})
         connection = Connection(host=node.address, user=username, port=node.port,
                                 connect_kwargs=connect_kwargs, config=config)
         # Fabric installs AutoAddPolicy; replace it before anything can connect.
@@ -187,6 +189,18 @@ class SshHosts(Hosts):
         for ssh in self._ssh:
             with ssh.lock:
                 _close_quietly(ssh.connection)
+
+
+class _BulkRemote(Remote):
+    """fabric's runner, minus two costs that make large reads quadratic: invoke re-joins the whole
+    captured output on every 1000-byte chunk to feed stream watchers (we use none), and reads in
+    1000-byte chunks. Measured on the testbed: an 8 MiB log read took 3.7 s before, 0.26 s after."""
+
+    read_chunk_size = 64 * 1024
+
+    def respond(self, buffer_) -> None:
+        if self.watchers:
+            super().respond(buffer_)
 
 
 def _run_kwargs(timeout: float, stdin: bytes | None) -> dict:

@@ -10,7 +10,9 @@ from invoke import Collection
 
 def namespace() -> Collection:
     from cvs_tasks.tasks import (
+        bench,
         checkpoint,
+        cleanup,
         cluster,
         config,
         container,
@@ -29,7 +31,8 @@ def namespace() -> Collection:
     ns = Collection()
     ns.add_task(lifecycle.all_)
     ns.add_task(lifecycle.demo)
+    ns.add_task(bench.bench)
     for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
-                   config, cluster, logs, testbed):
+                   config, cluster, cleanup, logs, testbed):
         ns.add_collection(module.ns)
     return ns
