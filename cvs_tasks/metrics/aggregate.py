@@ -124,3 +124,59 @@ def fill_from_summary(metrics: dict[str, float | None],
         if out.get(name) is None and value is not None and math.isfinite(value):
             out[name] = value
     return out
+
+
+def percentile_of_counts(items: Sequence[tuple[float, int]], total: int, q: float) -> float | None:
+    """``percentile`` over a multiset given as sorted (value, count) pairs."""
+    if total == 0:
+        return None
+    rank = q / 100.0 * (total - 1)
+    lo = int(math.floor(rank))
+    hi = min(lo + 1, total - 1)
+    below, lo_value, hi_value = 0, None, None
+    for value, count in items:
+        below += count
+        if lo_value is None and lo < below:
+            lo_value = value
+        if hi < below:
+            hi_value = value
+            break
+    return lo_value + (hi_value - lo_value) * (rank - lo)
+
+
+def merged_run_metrics(elapsed: Sequence[float], tflops: Sequence[float], tokens: Sequence[float],
+                       mem: Sequence[float], folded, derived_scale: float | None) -> dict[str, float | None]:
+    """``run_metrics`` over kept steady rows plus the sums of folded rows (``retention.Folded``).
+
+    ``derived_scale`` is world/(seq*1000): a folded row without logged tokens contributes
+    1/tokens = ms/GBS * scale to the harmonic mean; None when seq length or world size is unknown.
+    """
+    counts: dict[float, int] = {}
+    for value, count in folded.step_times.items():
+        if 0.0 < value < math.inf:
+            counts[value] = counts.get(value, 0) + count
+    for value in _usable(elapsed, positive=True):
+        counts[value] = counts.get(value, 0) + 1
+    items = sorted(counts.items())
+    n_times = sum(counts.values())
+    sum_times = sum(v * c for v, c in items)
+
+    def harmonic(values, n_extra: int, inv_extra: float) -> float | None:
+        vals = _usable(values, positive=True)
+        n = len(vals) + n_extra
+        return n / (sum(1.0 / v for v in vals) + inv_extra) if n else None
+
+    tok_n, tok_inv = folded.tokens_n, folded.tokens_inv
+    if derived_scale is not None:
+        tok_n += folded.derived_n
+        tok_inv += folded.derived_ms_per_gbs * derived_scale
+    mems = _usable(mem, positive=False)
+    mem_n = len(mems) + folded.mem_n
+    return {
+        "training.throughput_per_gpu": harmonic(tflops, folded.tflops_n, folded.tflops_inv),
+        "training.tokens_per_gpu": harmonic(tokens, tok_n, tok_inv),
+        "training.elapsed_time_per_iteration": sum_times / n_times if n_times else None,
+        "training.mem_usage": (sum(mems) + folded.mem_sum) / mem_n if mem_n else None,
+        "training.step_time_p50_ms": percentile_of_counts(items, n_times, 50.0),
+        "training.step_time_p95_ms": percentile_of_counts(items, n_times, 95.0),
+    }

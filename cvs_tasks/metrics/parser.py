@@ -11,6 +11,10 @@ bulk. Only the text *between* iteration lines is searched for rare anchors (sign
 dump, banners), with ``str.find`` on a lower-cased copy; the few lines holding an anchor are read
 one by one. Garbage and undecodable lines are skipped and counted in ``lines_skipped``.
 
+Past ``retention.RETAIN`` iterations the parser keeps a thinned set of rows and folds the others
+into exact run-metric sums (``cvs_tasks.metrics.retention``), so memory stays flat; such windows
+go through ``lean.read_window``, which captures only the fields the sums need.
+
 The warm-up rule and the statistics are described in ``cvs_tasks.metrics.aggregate``.
 """
 
@@ -22,21 +26,23 @@ from array import array
 from itertools import accumulate, compress, repeat
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.metrics import aggregate, flops
+from cvs_tasks.metrics import aggregate, flops, lean, retention
 from cvs_tasks.metrics import columns as columns_mod
 from cvs_tasks.metrics.iteration import (
     COL, GROUPS, ITERATION_RE, STRIDE, Iteration, iteration_from_row, parse_iteration_line,
 )
+from cvs_tasks.metrics.long_log import LongLogMixin
 from cvs_tasks.metrics.markers import MARKER_ANCHORS, LineFacts
 from cvs_tasks.metrics.signatures import (
     ANCHORS, ITERATION_SIGNATURES, ErrorHit, anchored_line_starts, clean, hit, match_line,
 )
 from cvs_tasks.metrics.store import IterationBatch, IterationMap, IterationStore
-from cvs_tasks.metrics.uniform import learn_shape, shape_regex
+from cvs_tasks.metrics.uniform import lean_regex, learn_shape, shape_regex
 
 DIALECTS = ("auto", "megatron", "primus")
 WINDOW = 1 << 21  # characters per processing window (whole lines)
 FAST_UNIFORM = True  # tests switch it off to prove both paths give the same result
+LEAN_MIN_STRIDE = 4  # below, re-reading the many kept lines costs more than the lean pass saves
 _ALL_ANCHORS = tuple(sorted(set(ANCHORS) | set(MARKER_ANCHORS)))
 _G = {name: GROUPS[name] for name in GROUPS}
 _GN_BAD = re.compile(r"grad norm:\s*[-+]?(?:nan|inf)", re.IGNORECASE)
@@ -54,7 +60,20 @@ def _line_text(block: str, first_line: int, line_no: int) -> str:
     return clean(block[pos: end if end != -1 else len(block)])[:400]
 
 
-class LogParser:
+def _windows(data, end: int, newline):
+    """(start, stop) of consecutive windows of whole lines of ``data[:end]``, about WINDOW long."""
+    pos = 0
+    while pos < end:
+        stop = end
+        if end - pos > WINDOW:
+            stop = data.rfind(newline, pos, pos + WINDOW) + 1
+            if stop <= pos:  # one line longer than a window
+                stop = data.find(newline, pos + WINDOW) + 1
+        yield pos, stop
+        pos = stop
+
+
+class LogParser(LongLogMixin):
     """Parse one node's training log (any dialect); see the module docstring."""
 
     def __init__(self, dialect: str = "auto", seq_length: int | None = None,
@@ -80,12 +99,21 @@ class LogParser:
         self._loss_seen = False
         self._finished = False
         self._shape = None
+        self._lean = None  # lean_regex of the current shape (None: not a plain Megatron shape)
+        self._lean_bytes = None  # the same pattern for bytes windows (feed_bytes)
+        self._btail = b""  # partial last line of feed_bytes
+        self._stride = 1  # retention stride (1 = every row kept)
+        self._folded = retention.Folded()
+        self._feed_blocks: list = []  # windows of this feed: a batch re-reads a row folded later
 
     # --- feeding ---------------------------------------------------------------------------
     def feed(self, text: str) -> IterationBatch:
         """Parse the complete lines in ``tail + text``; returns the iterations they held."""
         if self._finished:
             raise RuntimeError("LogParser.feed() after finish()")
+        if self._btail:
+            raise RuntimeError("LogParser.feed() while a feed_bytes() line is incomplete: use one of them")
+        self._feed_blocks = []
         data = self._tail + text if self._tail else text
         cut = data.rfind("\n")
         if cut == -1:
@@ -94,10 +122,42 @@ class LogParser:
         self._tail = data[cut + 1:]
         return self._batch(self._consume(data, cut + 1))
 
+    def feed_bytes(self, data: bytes) -> IterationBatch:
+        """``feed`` for raw UTF-8 bytes as read from a file (undecodable bytes become U+FFFD).
+
+        Same result as feeding the decoded text; windows the lean pass can read are never decoded.
+        Use either ``feed`` or ``feed_bytes`` on one parser.
+        """
+        if self._finished:
+            raise RuntimeError("LogParser.feed_bytes() after finish()")
+        if self._tail:
+            raise RuntimeError("LogParser.feed_bytes() while a feed() line is incomplete: use one of them")
+        self._feed_blocks = []
+        data = self._btail + data if self._btail else data
+        end = data.rfind(b"\n") + 1
+        self._btail = data[end:]
+        steps: list[int] = []
+        for pos, stop in _windows(data, end, b"\n"):
+            block = data[pos:stop] if (pos or stop != len(data)) else data
+            found = None
+            if self._lean_ready():
+                found = self._process_lean(block)
+                if found is not None:
+                    self._feed_blocks.append(block)
+                    if len(self._store) > retention.RETAIN:
+                        self._thin()
+            if found is None:
+                found = self._process(block.decode("utf-8", errors="replace"))
+            steps.extend(found)
+        return self._batch(steps)
+
     def finish(self) -> IterationBatch:
         """The log ended: parse the last line even without a newline. Idempotent."""
         if self._finished:
             return self._batch([])
+        self._feed_blocks = []
+        if self._btail:
+            self._tail, self._btail = self._btail.decode("utf-8", errors="replace"), b""
         tail, self._tail = self._tail, ""
         steps = self._consume(tail + "\n", len(tail) + 1) if tail else []
         self._finished = True
@@ -105,22 +165,40 @@ class LogParser:
 
     def _consume(self, data: str, end: int) -> list[int]:
         steps: list[int] = []
-        pos = 0
-        while pos < end:
-            stop = end
-            if end - pos > WINDOW:
-                stop = data.rfind("\n", pos, pos + WINDOW) + 1
-                if stop <= pos:  # one line longer than a window
-                    stop = data.find("\n", pos + WINDOW) + 1
+        for pos, stop in _windows(data, end, "\n"):
             steps.extend(self._process(data[pos:stop] if (pos or stop != len(data)) else data))
-            pos = stop
         return steps
 
     def _batch(self, steps: list[int]) -> IterationBatch:
-        return IterationBatch(self._store, self._materialize, steps)
+        blocks = self._feed_blocks
+        if not blocks:
+            return IterationBatch(self._store, self._materialize, steps)
+
+        def lookup(step: int) -> tuple | None:
+            for block in blocks:
+                found = lean.lines_of_steps(block, [step])
+                if found:
+                    line = found[0] if isinstance(found[0], str) else found[0].decode("utf-8", "replace")
+                    return parse_iteration_line(clean(line))
+            return None
+        return IterationBatch(self._store, self._materialize, steps, lookup)
 
     # --- one window of whole lines -------------------------------------------------------------
     def _process(self, block: str) -> list[int]:
+        self._feed_blocks.append(block)
+        steps = None
+        tried_lean = self._lean_ready()
+        if tried_lean:
+            steps = self._process_lean(block)
+        if steps is None:
+            steps = self._process_full(block)
+            if tried_lean and steps:
+                self._learn_shape(block)  # e.g. the batch size changed: relearn the lean regex
+        if len(self._store) > retention.RETAIN:
+            self._thin()
+        return steps
+
+    def _process_full(self, block: str) -> list[int]:
         parts = None
         if self._shape is not None and FAST_UNIFORM:
             regex, constants = self._shape
@@ -159,12 +237,14 @@ class LogParser:
             columns_mod.note_columns(self._features, c, n)
         columns = columns_mod.typed_columns(c, n) if n else []
         flagged = n and self._needs_row_checks(c, n)
-        if not slow_rows and not flagged and self._store.extend_columns(steps, columns):
+        if not slow_rows and not flagged and self._append_columns(steps, columns, block):
             if n and not self._loss_seen and c("loss").count(None) != n:
                 self._loss_seen = True
         else:
             ordered = self._ordered_rows(steps, columns, slow_rows, others, first_line, c)
             for line_no, row, gn_bad, loss_bad in ordered:
+                if row[0] <= self._folded.max_step and self._store.position(row[0]) is None:
+                    self._folded.late = True  # may repeat a step already folded into the sums
                 self._store.put_row(row)
                 self._row_checks(row, line_no, gn_bad, loss_bad, hits, block, first_line)
             steps = [item[1][0] for item in ordered]
@@ -180,6 +260,15 @@ class LogParser:
             shape = learn_shape(line[:-1])
             if shape is not None:
                 self._shape = shape_regex(shape)
+                self._lean = lean_regex(line[:-1], shape)
+                self._lean_bytes = (re.compile(self._lean.pattern.encode("utf-8"), re.MULTILINE)
+                                    if self._lean is not None else None)
+
+    # --- retention: rows past RETAIN are folded into exact sums ----------------------------------
+    def _lean_ready(self) -> bool:
+        # lean rows carry no loss value: only once a finite loss is known at an earlier step
+        return (self._lean is not None and self._stride >= LEAN_MIN_STRIDE and self._loss_seen
+                and FAST_UNIFORM)
 
     def _needs_row_checks(self, c, n: int) -> bool:
         """Cheap whole-column tests: does any row carry a NaN sign or a skipped step?"""
@@ -360,11 +449,25 @@ class LogParser:
         """The ``training.*`` run metrics over steady state (None when unknown)."""
         start = self._store.first_after(self.warmup_cutoff)
         cols = self._store.cols
-        found = aggregate.run_metrics(
-            cols[COL["elapsed_ms"]][start:], cols[COL["tflops"]][start:], self._steady_tokens(start),
-            cols[COL["mem_ratio"]][start:],
-        )
+        steady = (cols[COL["elapsed_ms"]][start:], cols[COL["tflops"]][start:],
+                  self._steady_tokens(start), cols[COL["mem_ratio"]][start:])
+        if self._folded.rows:
+            seq, world = self.seq_length, self.world_size
+            scale = world / (seq * 1000.0) if seq and world else None
+            found = aggregate.merged_run_metrics(*steady, self._folded, scale)
+        else:
+            found = aggregate.run_metrics(*steady)
         return aggregate.fill_from_summary(found, self.facts.launcher_summary)
+
+    @property
+    def metrics_exact(self) -> bool:
+        """False only when folded rows may be counted differently than a full recount would."""
+        return self._folded.exact(self.warmup_cutoff)
+
+    @property
+    def iterations_parsed(self) -> int:
+        """Distinct iteration steps parsed, kept or folded."""
+        return len(self._store) + self._folded.rows
 
     def model_dims(self) -> flops.ModelDims | None:
         """Model shape: the ``model`` name given, refined by the arguments dump when it has one."""
@@ -379,9 +482,14 @@ class LogParser:
         """(step, loss) of the first and the last iteration that printed a finite loss."""
         steps, losses = self._store.steps, self._store.cols[COL["loss"]]
         finite = [i for i, v in enumerate(losses) if -math.inf < v < math.inf]
-        if not finite:
-            return None, None
-        return (steps[finite[0]], losses[finite[0]]), (steps[finite[-1]], losses[finite[-1]])
+        first = (steps[finite[0]], losses[finite[0]]) if finite else None
+        last = (steps[finite[-1]], losses[finite[-1]]) if finite else None
+        folded_first, folded_last = self._folded.first_loss, self._folded.last_loss
+        if folded_first is not None and (first is None or folded_first[0] < first[0]):
+            first = folded_first
+        if folded_last is not None and (last is None or folded_last[0] > last[0]):
+            last = folded_last
+        return first, last
 
     def summary(self) -> dict:
         """The ``logs.parse --json`` object."""
@@ -392,7 +500,9 @@ class LogParser:
             "flavour": self.flavour,
             "timestamps": self.timestamps,
             "iterations": self.last_step,
-            "iterations_parsed": len(self._store),
+            "iterations_parsed": self.iterations_parsed,
+            "iterations_kept": len(self._store),
+            "metrics_exact": self.metrics_exact,
             "planned_iterations": self.planned,
             "completed": self.completed,
             "warmup_cutoff": self.warmup_cutoff,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import islice
-from operator import lt
+from itertools import compress, islice
+from operator import lt, not_
 from typing import Callable
 
 from cvs_tasks.metrics.iteration import COLUMNS, NAN, Iteration
@@ -75,6 +75,17 @@ class IterationStore:
             self.cols[i][pos] = row[i]
         return pos
 
+    def split_off(self, keep: list[bool]) -> tuple[array, list]:
+        """Keep the rows where ``keep`` is True; return the others as (steps, columns), step order."""
+        drop = list(map(not_, keep))
+        gone = array("q", compress(self.steps, drop))
+        gone_cols: list = [None] + [array("d", compress(col, drop)) for col in self.cols[1:]]
+        self.steps = array("q", compress(self.steps, keep))
+        self.cols = [self.cols[0]] + [array("d", compress(col, keep)) for col in self.cols[1:]]
+        if self._index is not None:
+            self._index = {s: i for i, s in enumerate(self.steps)}
+        return gone, gone_cols
+
     def row(self, pos: int) -> tuple:
         return (self.steps[pos],) + tuple(self.cols[i][pos] for i in range(1, _NCOL))
 
@@ -116,10 +127,15 @@ class IterationMap(Mapping[int, Iteration]):
 
 
 class IterationBatch(Sequence[Iteration]):
-    """The iterations one ``feed`` produced, in log order; built into objects only when read."""
+    """The iterations one ``feed`` produced, in log order; built into objects only when read.
 
-    def __init__(self, store: IterationStore, make: Materialize, steps: list[int]) -> None:
-        self._store, self._make, self._steps = store, make, steps
+    A row the retention rule did not keep (now or after a later feed) is re-read from the text it
+    came from (``lookup``), which the batch holds on to only as long as the caller holds it.
+    """
+
+    def __init__(self, store: IterationStore, make: Materialize, steps: list[int],
+                 lookup: Callable[[int], tuple | None] | None = None) -> None:
+        self._store, self._make, self._steps, self._lookup = store, make, steps, lookup
 
     def __len__(self) -> int:
         return len(self._steps)
@@ -127,9 +143,14 @@ class IterationBatch(Sequence[Iteration]):
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self._steps)))]
-        pos = self._store.position(self._steps[index])
-        assert pos is not None
-        return self._make(self._store.row(pos))
+        step = self._steps[index]
+        pos = self._store.position(step)
+        if pos is not None:
+            return self._make(self._store.row(pos))
+        row = self._lookup(step) if self._lookup is not None else None
+        if row is None:
+            raise LookupError(f"iteration {step} is no longer held (retention) and its text is gone")
+        return self._make(row)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)

@@ -103,6 +103,63 @@ def shape_regex(shape: Shape) -> tuple[re.Pattern, dict[str, str]]:
         elif kind is not None:
             parts.append(_VALUE.replace("(", f"(?P<{kind}>", 1))
         else:
-            parts.append(r"[^|\n]*?")
+            parts.append(r"[^|\n]*")  # greedy: gives back the blanks before the bar (cheaper than lazy)
     parts.append(r" *\|? *\n")
     return re.compile("".join(parts), re.MULTILINE), constants
+
+
+_LEAN_NUMBER = r"[-+0-9.eE]+"  # no n/N: a nan or inf loss or grad norm never matches
+
+
+def lean_regex(line: str, shape: Shape) -> re.Pattern | None:
+    """A cheaper regex for the shape of ``line`` that captures only what the run metrics need.
+
+    Groups: step, ms, tf, tok, mem1 (those the shape has). It follows the learned line's exact
+    spacing (Megatron prints ``label: value |`` with one blank before the bar and pads only
+    integers), which is what makes it cheap. Everything that would need a closer look does
+    *not* match: non-zero skipped/NaN counters, a loss or grad norm that is not a plain number,
+    another global batch size, prefix, spacing or timestamp form. Such a line is left between
+    matches, where the caller sees it. No class in it matches a newline, so a match is exactly
+    one line. None when the shape is not a plain Megatron one (prefix other than blanks, X/Y or
+    "(avg" pairs, hip memory, no loss, counters or batch size).
+    """
+    from cvs_tasks.metrics.iteration import ITERATION_RE
+
+    m = ITERATION_RE.fullmatch(line + "\n")
+    if m is None or (m["prefix"] or "").strip(" ") or "\x1b" in line or "  |" in line:
+        return None
+    if any(m[g] is not None for g in ("ms_avg", "tf_avg", "tf_avg2", "tok_avg", "hip1", "hip2")):
+        return None
+    kinds = dict((index - 1, kind) for index, kind in shape.fields)
+    if not {"loss", "skip", "nan", "gbs"} <= set(kinds.values()) or not m["gbs"]:
+        return None
+    head = line[: m.start("step")]
+    parts = ["^" + re.escape(m["prefix"] or "")]
+    if m["ts"] is not None:
+        fraction = r"\.[^\]\n]*" if "." in m["ts"] else ""
+        parts.append(r"\[[^\].\n]*" + fraction + r"\]")
+        head = line[m.end("ts") + 1: m.start("step")]
+    else:
+        head = head[len(m["prefix"] or ""):]
+    parts.append(re.escape(head.rstrip(" ")) + r" +(?P<step>\d+)")
+    parts.append("/ *" if line[m.end("step")] == "/" else " */ *")
+    parts.append(r"\d+")
+    tokens = _tokens(line + "\n")[:-1]
+    for index, label in shape.labels:
+        kind = kinds.get(index)
+        padded = index + 1 < len(tokens) and tokens[index + 1].startswith(" ")
+        parts.append(r" \| " + re.escape(label) + (": +" if padded else ": "))
+        if kind in ("ms", "tf", "tok", "mem1"):
+            parts.append(f"(?P<{kind}>[^ |\\n]*)")
+        elif kind in ("loss", "gn"):
+            parts.append(_LEAN_NUMBER)
+        elif kind in ("skip", "nan"):
+            parts.append("0")
+        elif kind == "gbs":
+            parts.append(re.escape(m["gbs"]))
+        elif kind == "lr" or padded:
+            parts.append(r"[^ |\n]*")
+        else:
+            parts.append(r"[^|\n]*")
+    parts.append(r" \|\n" if line.endswith(" |") else r"\n")
+    return re.compile("".join(parts), re.MULTILINE)
