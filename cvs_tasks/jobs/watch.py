@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Sequence
 
+from cvs_tasks.errors import InfraError
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.run.events import NodeProgress
 
@@ -136,7 +137,10 @@ class Watcher:
         finally:
             for sink in self._sinks:
                 if sink is not None:
-                    sink.close()
+                    try:
+                        sink.close()
+                    except OSError:
+                        pass  # a full disk was already reported by the write that failed
 
     # -- loop ---------------------------------------------------------------------------------
     def _loop(self) -> WatchOutcome:
@@ -221,8 +225,12 @@ class Watcher:
             read = res.offset - node.offset
             if res.data:
                 if sink is not None:
-                    sink.write(res.data.encode("utf-8", "replace"))
-                    sink.flush()
+                    try:
+                        sink.write(res.data.encode("utf-8", "replace"))
+                        sink.flush()
+                    except OSError as exc:  # disk full / unwritable run directory: stop, don't watch blind
+                        raise InfraError(f"cannot copy node {node.target.host}'s log to {node.target.local_copy}: "
+                                         f"{exc.strerror or exc}") from None
                 new = node.parser.feed(res.data)
                 if new:
                     node.state = "running"

@@ -16,6 +16,7 @@ from cvs_tasks.jobs import cleanup, nic, primus
 from cvs_tasks.jobs.launch import build_launch, render_dry_run
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
 from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
+from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.metrics import LogParser
 
@@ -107,7 +108,23 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         if result.outcome is None or not result.outcome.ok or any(n.exit_code is None for n in result.outcome.nodes):
             _stop(session, launch)
         _free_gpus(session, result)
+    if result.outcome.status == "interrupted":  # the stop flag was seen before the signal's exception
+        raise Interrupted("stop requested")
+    if not result.outcome.ok:
+        _name_lost_nodes(session, result.outcome)
     return result
+
+
+def _name_lost_nodes(session: Session, outcome: WatchOutcome) -> None:
+    """A peer's NCCL error is only the echo of a node whose container died: name that node."""
+    try:
+        up = session.runtime().running()
+    except Exception:  # noqa: BLE001 - the stage's own result stands
+        return
+    lost = [h.address for h, running in zip(session.plan.hosts, up) if not running]
+    if lost:
+        outcome.status = "unreachable"
+        outcome.reason = f"container not running on node {', '.join(lost)} (lost mid-run); then: {outcome.reason}"
 
 
 def _int(value) -> int | None:

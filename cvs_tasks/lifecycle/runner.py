@@ -22,8 +22,12 @@ EARLY_STAGES = ("launch_container", "download_tokenizer", "smoke")
 StageBody = Callable[[Session, "str | None"], StageRecord]
 
 
-class Interrupted(Exception):
-    """The user pressed Ctrl-C or the harness got SIGTERM."""
+class Interrupted(BaseException):
+    """The user pressed Ctrl-C or the harness got SIGTERM.
+
+    A BaseException (like KeyboardInterrupt): the transport's `except Exception` around a node
+    command must not turn it into that node's error and let the run go on.
+    """
 
 
 def is_done(record: StageRecord | None) -> bool:

@@ -34,7 +34,7 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
     results = runtime.launch()
     nodes = node_outcomes(session, results, ok_reason="running")
     record = StageRecord(stage="launch_container", status="PASS", nodes=nodes)
-    record.attempts = list(getattr(runtime, "attempts", []) or [])
+    record.attempts = list(getattr(runtime, "attempts", []) or []) + list(getattr(session.hosts(), "attempts", []) or [])
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
         record.reason = failed_nodes_reason("container launch", nodes)

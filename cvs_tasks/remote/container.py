@@ -211,7 +211,7 @@ class DockerRuntime(Runtime):
             step, results = "docker pull", self._on(missing).run_until_ok(
                 dc.pull_command(image), timeout=self.timeouts.pull, step="docker pull",
                 policy=self.retry, record=self.attempts, sleep=self._sleep)
-        self._note(missing, results, failed, step)
+        self._note(missing, results, failed, f"{step} {image}")
         loaded = [i for i in missing if i not in failed]
         if loaded:
             again = self._on(loaded).run(dc.image_present_command(image),

@@ -21,20 +21,29 @@ class StageLog:
         self._last_state: dict[tuple[str, int], str] = {}
 
     def __enter__(self) -> StageLog:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        try:  # best effort: a full or unwritable run directory must not stop the stage (or its teardown)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        except OSError:
+            self._fh = None
         return self
 
     def __exit__(self, *exc) -> None:
         if self._fh is not None:
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError:
+                pass
             self._fh = None
 
     def __call__(self, event: object) -> None:
         line = self._line(event)
         if line and self._fh is not None:
-            self._fh.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-            self._fh.flush()
+            try:
+                self._fh.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                self._fh.flush()
+            except OSError:
+                self.__exit__()
         self.forward(event)
 
     def _line(self, event: object) -> str | None:

@@ -1,0 +1,87 @@
+"""Training faults on the testbed: each is reported with its signature and node, detected within a
+few poll intervals of the fault line reaching the node's disk, the combo measured before it is
+kept, and nothing is left on any node.
+
+The fault is limited to the second combo's precision (SIM_FAULT_PRECISION), so the first combo
+is a result measured before the fault."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cvs_tasks.run import combo_dir
+
+from tests.reliability.helpers import (CONFIGS, assert_nothing_left, assert_run_dir_readable, invoke, kept_first_combo,
+                                       no_traceback, note_detection, precision_of, scenario_for, set_fault, spy)
+
+pytestmark = [pytest.mark.testbed]
+
+# Stopping the job and freeing the GPUs after detection take two SSH + docker exec round trips.
+OVERHEAD_S = 6.0
+
+CASES = [
+    # id, base config, SIM_FAULT, extra env, signature class, line that marks the fault on disk
+    ("nccl_timeout", "sim_megatron_distributed.json", "nccl_timeout@4:0", {}, "nccl",
+     r"Watchdog caught collective operation timeout"),
+    ("hip_oom", "sim_megatron_single.json", "oom@4", {}, "oom", r"HIP out of memory"),
+    ("gpu_memory_access_fault", "sim_megatron_single.json", "gpu_fault@4", {}, "gpu_fault",
+     r"Memory access fault by GPU"),
+    ("nan_grad_norm", "sim_megatron_single.json", "nan@4", {}, "nan", r"Unexpected result nan"),
+    ("nan_loss", "sim_megatron_single.json", "nan_loss@4", {}, "nan", r"lm loss: nan|nan iterations:\s*[1-9]"),
+]
+
+
+@pytest.mark.parametrize("fault, base, sim_fault, extra, cls, line", CASES, ids=[c[0] for c in CASES])
+def test_training_fault_is_reported_with_signature_and_node(fault, base, sim_fault, extra, cls, line, testbed_cluster,
+                                                           reports, tmp_path, node_roots):
+    cluster = testbed_cluster.cluster_file if "distributed" in base else testbed_cluster.single_cluster_file
+    healthy, faulty = json.loads((CONFIGS / base).read_text())["sweep"]["runs"]
+    sc = scenario_for(tmp_path, cluster, node_roots, base=base, env=set_fault(extra, sim_fault, precision_of(faulty)))
+    watch = spy(sc.log_dir, line)
+    res = invoke("all", *sc.flags(), reports=reports)
+    watch.stop()
+
+    assert res.code == 1, res.out + res.err
+    no_traceback(res)
+    bad = res.record("training", faulty)
+    assert bad["status"] == "FAIL"
+    assert bad["data"]["error"]["cls"] == cls, bad["data"]["error"]
+    hosts = {n.address for n in testbed_cluster.nodes}
+    assert bad["data"]["error"]["host"] in hosts
+    assert f"on node {bad['data']['error']['host']}" in bad["reason"]
+    assert bad["data"]["log_tail"], "the failing node's log tail is missing"
+    assert 3 <= bad["data"]["last_step"] < 10, "the iterations before the fault were lost"
+    assert res.record("metric", faulty)["status"] == "SKIPPED"
+    kept_first_combo(res, healthy)
+    assert res.record("teardown")["status"] == "PASS"
+    results = assert_run_dir_readable(res.run_dir)
+    assert results["verdict"] == "FAIL"
+    assert_nothing_left(testbed_cluster, sc, res.run_dir.name)
+
+    seen = watch.wait_seen(5)
+    note_detection(fault, bad["ended"] - seen, 4 * sc.poll_interval_s + OVERHEAD_S, "fault line on disk")
+
+
+def test_training_hang_is_a_stall_named_with_the_step(testbed_cluster, reports, tmp_path, node_roots):
+    healthy, faulty = json.loads((CONFIGS / "sim_megatron_single.json").read_text())["sweep"]["runs"]
+    stall = 3.0
+    sc = scenario_for(tmp_path, testbed_cluster.single_cluster_file, node_roots, stall_timeout_s=stall,
+                      env=set_fault({"SIM_HANG_S": "600"}, "hang@4", precision_of(faulty)))
+    watch = spy(sc.log_dir / "megatron-logs" / combo_dir(faulty), r"iteration\s+3/")
+    res = invoke("all", *sc.flags(), reports=reports)
+    watch.stop()
+
+    assert res.code == 1, res.out + res.err
+    no_traceback(res)
+    bad = res.record("training", faulty)
+    assert bad["status"] == "FAIL"
+    assert "no new iteration" in bad["reason"] and "3/10" in bad["reason"], bad["reason"]
+    kept_first_combo(res, healthy)
+    assert_run_dir_readable(res.run_dir)
+    assert_nothing_left(testbed_cluster, sc, res.run_dir.name)
+    # from the last progress line to the record: the stall timeout plus a few polls
+    seen = watch.wait_seen(5)
+    note_detection("training_hang", bad["ended"] - seen, stall + 4 * sc.poll_interval_s + OVERHEAD_S,
+                   "last iteration line (stall_timeout_s=3)")
