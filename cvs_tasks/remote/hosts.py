@@ -114,6 +114,10 @@ class Hosts(ABC):
             pending = [i for i in pending if not judge(results[i])]
             if not pending:
                 break
+            if all(results[i].final for i in pending):  # key or auth refused: asking again cannot help
+                record.append(Attempt(step, attempt, "; ".join(results[i].error or "" for i in pending),
+                                      round(time.monotonic() - started, 3)))
+                break
             reason = "; ".join(results[i].error or f"node {self.nodes[i].label}: rejected"
                                for i in pending)
             record.append(Attempt(step, attempt, reason, round(time.monotonic() - started, 3)))

@@ -38,6 +38,7 @@ class NodeResult:
     stdout: str
     stderr: str
     error: str | None
+    final: bool = False  # a failure no retry can mend (host key, authentication)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class RawResult:
     stdout: bytes
     stderr: bytes
     error: str | None = None
+    final: bool = False
 
 
 def node_error(node: Node, message: str) -> str:
@@ -88,7 +90,7 @@ def to_node_result(node: Node, raw: RawResult, *, what: str = "") -> NodeResult:
     prefix = f"{what}: " if what else ""
     if raw.error is not None:
         return NodeResult(node.name, node.rank, False, raw.exit_code, stdout, stderr,
-                          node_error(node, prefix + raw.error))
+                          node_error(node, prefix + raw.error), final=raw.final)
     if raw.exit_code == 0:
         return NodeResult(node.name, node.rank, True, 0, stdout, stderr, None)
     detail = last_line(stderr) or last_line(stdout)

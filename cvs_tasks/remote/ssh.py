@@ -57,6 +57,7 @@ class _SshNode:
         self.node = node
         self.connection = connection
         self.lock = threading.Lock()
+        self.final_error: str | None = None  # a host-key or auth refusal: never asked again
 
 
 class SshHosts(Hosts):
@@ -101,6 +102,8 @@ class SshHosts(Hosts):
         with ssh.lock:
             if ssh.connection.is_connected:
                 return None
+            if ssh.final_error is not None:
+                return ssh.final_error
             label = f"ssh connect {ssh.node.label}"
             error = retry_call(label, lambda: self._try_open(ssh), _retryable_only,
                                self.retry, self.attempts)
@@ -111,7 +114,10 @@ class SshHosts(Hosts):
             ssh.connection.open()
         except Exception as exc:  # noqa: BLE001 - every failure becomes this node's error
             _close_quietly(ssh.connection)
-            return self._describe(ssh.node, exc), _is_retryable(exc)
+            if not _is_retryable(exc):
+                ssh.final_error = self._describe(ssh.node, exc)
+                return ssh.final_error, False
+            return self._describe(ssh.node, exc), True
         transport = ssh.connection.transport
         if transport is not None and self.keepalive:
             transport.set_keepalive(self.keepalive)
@@ -137,7 +143,7 @@ class SshHosts(Hosts):
                   timeout: float) -> RawResult:
         error = self._open(ssh)
         if error is not None:
-            return RawResult(None, b"", b"", error)
+            return RawResult(None, b"", b"", error, final=ssh.final_error is not None)
         try:
             result = ssh.connection.run(command, **_run_kwargs(timeout, stdin))
         except Exception as exc:  # noqa: BLE001
@@ -148,7 +154,8 @@ class SshHosts(Hosts):
         with ThreadPoolExecutor(max_workers=len(self._ssh)) as pool:
             open_errors = list(pool.map(self._open, self._ssh))
         out: list[RawResult | None] = [
-            None if err is None else RawResult(None, b"", b"", err) for err in open_errors]
+            None if err is None else RawResult(None, b"", b"", err, final=s.final_error is not None)
+            for s, err in zip(self._ssh, open_errors)]
         ready = [s for s, err in zip(self._ssh, open_errors) if err is None]
         if ready:
             group = ThreadingGroup.from_connections([s.connection for s in ready])

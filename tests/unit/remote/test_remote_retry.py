@@ -52,3 +52,22 @@ def test_run_until_ok_reruns_only_the_failing_node(tmp_path):
     assert [(a.step, a.attempt, a.error) for a in record] == [
         ("docker pull", 1, "node b: exit status 1: flaky")]
     assert slept == [0.5]
+
+
+def test_a_final_refusal_is_not_asked_again():
+    """Host-key and auth refusals are final: no second round, no repeated failed logins."""
+    from cvs_tasks.remote import LocalHosts, Node, NodeResult, RetryPolicy
+
+    class Refusing(LocalHosts):
+        calls = 0
+
+        def run(self, command, *, timeout, stdin=None):
+            Refusing.calls += 1
+            return [NodeResult(n.name, n.rank, False, None, "", "", f"node {n.name}: host key refused", final=True)
+                    for n in self.nodes]
+
+    record: list = []
+    hosts = Refusing([Node("a", "a")])
+    results = hosts.run_until_ok("docker rm -f x", timeout=5, step="docker rm", record=record,
+                                 policy=RetryPolicy(attempts=3, first_delay=0), sleep=lambda s: None)
+    assert Refusing.calls == 1 and len(record) == 1 and results[0].final
