@@ -112,20 +112,20 @@ def test_down_leaves_no_process_container_or_mount(tmp_path):
     state = tmp_path / "tb"
     try:
         info = cluster.up(nodes=2, docker_nodes=1, state_dir=state, first_host=120, log=lambda *_: None)
-    except Exception:
-        cluster.down(state, log=lambda *_: None)
+        assert info.nodes[1].docker_host == info.nodes[0].docker_host and not info.nodes[1].has_docker
+        client = paramiko.SSHClient()
+        client.load_host_keys(str(info.known_hosts))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.connect(info.nodes[1].address, username="root", key_filename=str(info.key_file), timeout=10,
+                       allow_agent=False, look_for_keys=False)
+        try:
+            code, out = _run(client, f"docker run -d --network host {info.image} sleep 300")
+            assert code == 0, out
+        finally:
+            client.close()
+    except BaseException:
+        cluster.down(state, log=lambda *_: None)  # never leave this test's daemons behind
         raise
-    assert info.nodes[1].docker_host == info.nodes[0].docker_host and not info.nodes[1].has_docker
-    client = paramiko.SSHClient()
-    client.load_host_keys(str(info.known_hosts))
-    client.set_missing_host_key_policy(paramiko.RejectPolicy())
-    client.connect(info.nodes[1].address, username="root", key_filename=str(info.key_file), timeout=10,
-                   allow_agent=False, look_for_keys=False)
-    try:
-        code, out = _run(client, f"docker run -d --network host {info.image} sleep 300")
-        assert code == 0, out
-    finally:
-        client.close()
     pids = [p for n in info.nodes for p in (n.sshd_pid, n.dockerd_pid) if p]
     cluster.down(state, log=lambda *_: None)
     assert not state.exists()
