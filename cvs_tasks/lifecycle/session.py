@@ -38,6 +38,7 @@ class RunRequest:
     suite: str | None = None
     reports_dir: str | None = None
     new: bool = False  # `invoke all` without --run starts a new run
+    check_config: bool = True  # teardown skips it: releasing nodes must work after an edit
     dry_run: bool = False
     force: bool = False
 
@@ -141,7 +142,8 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     suite: Suite = load_suite(Path(config), cluster_obj)
     plan = make_plan(suite, cluster_obj, explicit_suite=suite_flag)
     if existing is not None:
-        _check_unchanged(existing, suite, cluster_obj)
+        if req.check_config:
+            _check_unchanged(existing, suite, cluster_obj)
         run = existing
     else:
         run = _create_run(req, root, plan, suite_flag)
