@@ -19,28 +19,6 @@ from cvs_tasks.metrics.parser import LogParser
 CHUNK_BYTES = 4 << 20
 
 
-def iter_text_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
-    """Decoded text of a file, ``chunk_bytes`` at a time (chunks may end mid-line)."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise BadInput(f"log file not found: {path}") from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise BadInput(f"cannot read log file {path}: {exc.strerror}") from None
-    with handle:
-        while True:
-            data = handle.read(chunk_bytes)
-            if not data:
-                break
-            text = decoder.decode(data)
-            if text:
-                yield text
-        rest = decoder.decode(b"", final=True)
-        if rest:
-            yield rest
-
-
 def iter_byte_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Raw bytes of a file, ``chunk_bytes`` at a time (chunks may end mid-line or mid-character)."""
     try:
@@ -55,6 +33,18 @@ def iter_byte_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterat
             if not data:
                 break
             yield data
+
+
+def iter_text_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
+    """Decoded text of a file, ``chunk_bytes`` at a time (chunks may end mid-line)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    for data in iter_byte_chunks(path, chunk_bytes):
+        text = decoder.decode(data)
+        if text:
+            yield text
+    rest = decoder.decode(b"", final=True)
+    if rest:
+        yield rest
 
 
 def parse_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES, **parser_args) -> LogParser:
