@@ -108,6 +108,10 @@ def test_stop_ends_the_whole_group_and_the_wrapper_records_143(site):
     start(plan)
     node = plan.nodes[0]
     pgid = int(wait_for(node.pid_path))
+    deadline = time.monotonic() + 15  # the launcher printed: the wrapper's traps are set
+    while "MBS=" not in (Path(node.log_path).read_text() if os.path.exists(node.log_path) else ""):
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.05)
     began = time.monotonic()
     assert sh(stop_job_command(node, grace_s=10)).returncode == 0
     assert time.monotonic() - began < 10
