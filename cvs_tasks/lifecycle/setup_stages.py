@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from cvs_tasks.jobs import tokenizer as tok
@@ -25,6 +26,11 @@ def failed_nodes_reason(what: str, nodes: list[NodeOutcome]) -> str:
     return f"{what} failed on {len(bad)}/{len(nodes)} node(s): " + "; ".join(f"{n.host}: {n.reason}" for n in bad)
 
 
+def attempts_of(*sources) -> list[dict]:
+    """Retried infrastructure steps (SSH connect, pull, docker rm) as plain data for the record."""
+    return [a.to_dict() if hasattr(a, "to_dict") else a for src in sources for a in (getattr(src, "attempts", None) or [])]
+
+
 def token_path(session: Session) -> str:
     return f"{session.node_run_dir}/{TOKEN_NAME}"
 
@@ -34,7 +40,7 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
     results = runtime.launch()
     nodes = node_outcomes(session, results, ok_reason="running")
     record = StageRecord(stage="launch_container", status="PASS", nodes=nodes)
-    record.attempts = list(getattr(runtime, "attempts", []) or []) + list(getattr(session.hosts(), "attempts", []) or [])
+    record.attempts = attempts_of(runtime, session.hosts())
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
         record.reason = failed_nodes_reason("container launch", nodes)
@@ -46,7 +52,8 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
 def _prepare_node_dir(session: Session) -> str:
     """Create the per-run node folder (0700) and place the HF token there as a 0600 file."""
     hosts = session.hosts()
-    mk = hosts.run(f"mkdir -p {session.node_run_dir} && chmod 700 {session.node_run_dir}", timeout=30)
+    folder = shlex.quote(session.node_run_dir)
+    mk = hosts.run(f"mkdir -p {folder} && chmod 700 {folder}", timeout=30)
     bad = [r for r in mk if not r.ok]
     if bad:
         from cvs_tasks.errors import InfraError
@@ -105,13 +112,13 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)
-    cleanup = hosts.run(f"rm -rf -- {session.node_run_dir}", timeout=60)
+    cleanup = hosts.run(f"rm -rf -- {shlex.quote(session.node_run_dir)}", timeout=60)
     results = session.runtime().remove()
     nodes = node_outcomes(session, results, ok_reason="removed")
     record = StageRecord(stage="teardown", status="PASS", nodes=nodes, reason="torn down")
     if stopped:
         record.data["notes"] = stopped
-    record.attempts = list(getattr(session.runtime(), "attempts", []) or [])
+    record.attempts = attempts_of(session.runtime())
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
         record.reason = failed_nodes_reason("teardown", nodes)
