@@ -73,3 +73,18 @@ def edited_config(src: Path, dest_dir: Path, edit) -> Path:
     dest = dest_dir / src.name
     dest.write_text(json.dumps(cfg, indent=2))
     return dest
+
+
+def impossible_gate(tmp_path: Path, metric: str, spec: dict):
+    """A config edit (for ``edited_config``) that sets ``metric`` to ``spec`` in every cell of the
+    copied threshold file: a gate no run can pass."""
+
+    def edit(cfg):
+        thr = tmp_path / cfg["threshold_json"]
+        data = json.loads(thr.read_text())
+        for cell in data.values():
+            if isinstance(cell, dict):
+                cell[metric] = spec
+        thr.write_text(json.dumps(data))
+
+    return edit

@@ -10,9 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.e2e.conftest import REPO, edited_config, run_invoke
+from tests.e2e.conftest import REPO, edited_config, impossible_gate, run_invoke
 
 DEMO = REPO / "configs" / "testbed" / "demo_host.json"
 LOCAL = REPO / "cluster" / "localhost.json"
@@ -97,14 +95,7 @@ def test_a_fault_fails_only_its_combo_with_the_signature(reports, tmp_path):
 
 
 def test_a_gate_set_too_high_fails_with_the_metric_named(reports, tmp_path):
-    def edit(cfg):
-        thr = tmp_path / cfg["threshold_json"]
-        data = json.loads(thr.read_text())
-        for cell in data.values():
-            if isinstance(cell, dict):
-                cell["training.throughput_per_gpu"] = {"kind": "min", "value": 1e9}
-        thr.write_text(json.dumps(data))
-
+    edit = impossible_gate(tmp_path, "training.throughput_per_gpu", {"kind": "min", "value": 1e9})
     cfg = edited_config(DEMO, tmp_path, edit)
     res = run_invoke("all", "--config", str(cfg), "--cluster", str(LOCAL), reports=reports)
     assert res.code == 1, res.out + res.err

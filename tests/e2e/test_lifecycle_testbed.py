@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, edited_config, run_invoke
+from tests.e2e.conftest import REPO, edited_config, impossible_gate, run_invoke
 
 pytestmark = [pytest.mark.testbed, pytest.mark.e2e]
 
@@ -90,14 +90,7 @@ def test_all_passes_on_the_testbed(config, cluster_attr, clean_nodes, reports):
 
 
 def test_a_gate_set_too_high_fails_on_the_testbed(testbed_cluster, clean_nodes, reports, tmp_path):
-    def edit(cfg):
-        thr = tmp_path / cfg["threshold_json"]
-        data = json.loads(thr.read_text())
-        for cell in data.values():
-            if isinstance(cell, dict):
-                cell["training.tokens_per_gpu"] = {"kind": "min_tok_s", "value": 1e9}
-        thr.write_text(json.dumps(data))
-
+    edit = impossible_gate(tmp_path, "training.tokens_per_gpu", {"kind": "min_tok_s", "value": 1e9})
     cfg = edited_config(CONFIGS / "sim_megatron_single.json", tmp_path, edit)
     res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
     assert res.code == 1, res.out + res.err

@@ -4,11 +4,10 @@ failed a gate is a result and is never retried."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from cvs_tasks.remote import RetryPolicy, retry_call
+from tests.e2e.conftest import impossible_gate
 from tests.reliability.helpers import assert_nothing_left, invoke, no_traceback, scenario_for
 from tests.reliability.test_rel_faults_start import UNREACHABLE, write_cluster
 
@@ -43,15 +42,8 @@ def test_ssh_connect_and_docker_rm_retries_are_in_the_launch_record(testbed_clus
 
 @pytest.mark.testbed
 def test_a_completed_run_that_failed_a_gate_is_never_retried(testbed_cluster, reports, tmp_path, node_roots):
-    def impossible_gate(cfg):
-        thr = tmp_path / cfg["threshold_json"]
-        data = json.loads(thr.read_text())
-        for cell in data.values():
-            if isinstance(cell, dict):
-                cell["training.throughput_per_gpu"] = {"kind": "min", "value": 1e9}
-        thr.write_text(json.dumps(data))
-
-    sc = scenario_for(tmp_path, testbed_cluster.single_cluster_file, node_roots, edit=impossible_gate)
+    gate = impossible_gate(tmp_path, "training.throughput_per_gpu", {"kind": "min", "value": 1e9})
+    sc = scenario_for(tmp_path, testbed_cluster.single_cluster_file, node_roots, edit=gate)
     res = invoke("all", *sc.flags(), reports=reports)
     assert res.code == 1, res.out + res.err
     for combo in sc.combos:
