@@ -1,6 +1,6 @@
 """``cluster.check``: can every node run a job? SSH, Docker, image, GPUs, free disk — with reasons.
 
-I/O is one command per check over all reachable nodes; parsing and the table are pure.
+I/O is one command per node that runs every probe (``probe_command``); parsing and the table are pure.
 """
 
 from __future__ import annotations
@@ -87,54 +87,82 @@ def _runtime_name(runtime_spec: Any) -> str:
     return value or "docker"
 
 
+PROBE_MARK = "@@cvs-check"
+
+
+def probe_command(runtime: str, image: str | None, log_dir: str, visible_check: str) -> str:
+    """One shell command that runs every probe and prints each one's exit status and output.
+
+    One round trip per node instead of one per check: on a large cluster the SSH sessions and
+    the node's own process start-ups, not the checks, are what costs.
+    """
+    probes = []
+    if runtime == "docker":
+        probes.append(("docker", dc.version_command()))
+        if image:
+            probes.append(("image", dc.image_present_command(image)))
+    probes += [("gpus", visible_check), ("disk", disk_command(log_dir))]
+    parts = [f"out=$( {{ {cmd} ; }} 2>&1 ); rc=$?; printf '%s %s %s\\n%s\\n' {PROBE_MARK} {name} \"$rc\" \"$out\""
+             for name, cmd in probes]
+    return "; ".join(parts) + "; true"
+
+
+def parse_probe(stdout: str) -> dict[str, tuple[int, str]]:
+    """``probe_command`` output -> probe name -> (exit status, output)."""
+    found: dict[str, tuple[int, str]] = {}
+    name, code, lines = None, 0, []
+    for line in stdout.splitlines() + [f"{PROBE_MARK} end 0"]:
+        head = line.split(" ")
+        if len(head) == 3 and head[0] == PROBE_MARK and head[2].lstrip("-").isdigit():
+            if name is not None:
+                found[name] = (code, "\n".join(lines))
+            name, code, lines = head[1], int(head[2]), []
+        elif name is not None:
+            lines.append(line)
+    return found
+
+
 def check_nodes(hosts: Hosts, runtime_spec: Any, image: str | None, log_dir: str,
                 visible_check: str, *, min_free_gib: float = 10.0,
                 timeout: float = 30.0) -> list[NodeCheck]:
     """Run every check on every node; a node that fails SSH skips the rest, with that reason."""
     runtime = _runtime_name(runtime_spec)
-    items: list[list[CheckItem]] = [[] for _ in hosts.nodes]
-    reachable: list[int] = []
-    for i, r in enumerate(hosts.run("true", timeout=timeout)):
-        items[i].append(CheckItem("ssh", r.ok, "ok" if r.ok else _why(r)))
-        if r.ok:
-            reachable.append(i)
-        else:
-            items[i] += [CheckItem(name, None, "skipped: no SSH") for name in CHECKS[1:]]
+    command = probe_command(runtime, image, log_dir, visible_check)
+    return [_node_check(node, result, runtime, image, log_dir, visible_check, min_free_gib)
+            for node, result in zip(hosts.nodes, hosts.run(command, timeout=timeout))]
 
-    def each(indices: list[int], command: str) -> list[tuple[int, NodeResult]]:
-        if not indices:
-            return []
-        view = hosts if len(indices) == len(hosts) else hosts.subset(indices)
-        return list(zip(indices, view.run(command, timeout=timeout)))
 
-    docker_ok = list(reachable)
-    if runtime == "docker":
-        docker_ok = []
-        for i, r in each(reachable, dc.version_command()):
-            items[i].append(CheckItem("docker", r.ok, f"server {r.stdout.strip()}" if r.ok else _why(r)))
-            if r.ok:
-                docker_ok.append(i)
-        if image:
-            for i, r in each(docker_ok, dc.image_present_command(image)):
-                items[i].append(CheckItem("image", r.ok, image if r.ok else f"{image} not present "
-                                          "(the launch will pull or load it)"))
-        for i in reachable:
-            if i not in docker_ok:
-                items[i].append(CheckItem("image", None, "skipped: docker not usable"))
-            elif not image:
-                items[i].append(CheckItem("image", None, "skipped: no image configured"))
+def _node_check(node, result: NodeResult, runtime: str, image: str | None, log_dir: str,
+                visible_check: str, min_free_gib: float) -> NodeCheck:
+    probes = parse_probe(result.stdout) if result.ok else {}
+    if not probes:
+        items = [CheckItem("ssh", False, _why(result) if not result.ok else "no answer from the node's shell")]
+        items += [CheckItem(name, None, "skipped: no SSH") for name in CHECKS[1:]]
+        return NodeCheck(node.name, node.rank, tuple(items))
+
+    def probe(name: str) -> NodeResult:
+        code, out = probes.get(name, (127, f"{name} probe did not run"))
+        return NodeResult(result.host, result.rank, code == 0, code, out if code == 0 else "", out,
+                          None if code == 0 else f"exit status {code}")
+
+    items = [CheckItem("ssh", True, "ok")]
+    if runtime != "docker":
+        items += [CheckItem("docker", None, f"skipped: runtime {runtime}"),
+                  CheckItem("image", None, f"skipped: runtime {runtime}")]
     else:
-        for i in reachable:
-            items[i] += [CheckItem("docker", None, f"skipped: runtime {runtime}"),
-                         CheckItem("image", None, f"skipped: runtime {runtime}")]
-    for i, r in each(reachable, visible_check):
-        items[i].append(CheckItem("gpus", r.ok, visible_check if r.ok else
-                                  f"`{visible_check}` failed: {_why(r)}"))
-    for i, r in each(reachable, disk_command(log_dir)):
-        items[i].append(disk_item(r, log_dir, min_free_gib))
-    order = {name: k for k, name in enumerate(CHECKS)}
-    return [NodeCheck(n.name, n.rank, tuple(sorted(its, key=lambda it: order[it.name])))
-            for n, its in zip(hosts.nodes, items)]
+        docker = probe("docker")
+        items.append(CheckItem("docker", docker.ok, f"server {docker.stdout.strip()}" if docker.ok else _why(docker)))
+        if not docker.ok:
+            items.append(CheckItem("image", None, "skipped: docker not usable"))
+        elif not image:
+            items.append(CheckItem("image", None, "skipped: no image configured"))
+        else:
+            items.append(CheckItem("image", probe("image").ok, image if probe("image").ok else
+                                   f"{image} not present (the launch will pull or load it)"))
+    gpus = probe("gpus")
+    items.append(CheckItem("gpus", gpus.ok, visible_check if gpus.ok else f"`{visible_check}` failed: {_why(gpus)}"))
+    items.append(disk_item(probe("disk"), log_dir, min_free_gib))
+    return NodeCheck(node.name, node.rank, tuple(items))
 
 
 def _mark(item: CheckItem) -> str:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from invoke import Context
 from invoke.exceptions import Exit
 
 from cvs_tasks.remote import LocalHosts, Node
-from cvs_tasks.remote.check import (CheckItem, NodeCheck, check_nodes, disk_command,
-                                    format_check_table, parse_df_available_kib)
+from cvs_tasks.remote.check import (PROBE_MARK, CheckItem, NodeCheck, check_nodes, disk_command,
+                                    format_check_table, parse_df_available_kib, parse_probe,
+                                    probe_command)
+from cvs_tasks.remote.hosts import Hosts
+from cvs_tasks.remote.results import RawResult
 from cvs_tasks.tasks import cluster as cluster_tasks
-from remote_fakes import FakeDockerHosts, err, ok
+from remote_fakes import ok
 
 DF = """Filesystem     1024-blocks      Used Available Capacity Mounted on
 /dev/nvme0n1p2  1921724676 503417300 1320634660      28% /
@@ -29,23 +33,44 @@ def test_disk_command_walks_up_to_an_existing_parent(tmp_path):
     assert result.ok and parse_df_available_kib(result.stdout) is not None
 
 
-class CheckHosts(FakeDockerHosts):
-    """Fake docker nodes that also answer the GPU probe and df."""
+def probe_output(**probes: tuple[int, str]) -> str:
+    """What ``probe_command`` prints on a node whose probes exited with these statuses."""
+    # like the shell's $(...), the captured output loses its trailing newlines
+    return "".join(f"{PROBE_MARK} {name} {code}\n{out.rstrip(chr(10))}\n" for name, (code, out) in probes.items())
 
-    def _answer(self, name, command):
-        if command == "test -e /dev/kfd":
-            self.log.append((name, command))
-            return err(1, "") if name == "n1" else ok()
-        if command.startswith("d="):
-            self.log.append((name, command))
-            return ok(DF)
-        return super()._answer(name, command)
+
+class ProbeHosts(Hosts):
+    """Nodes answering the combined probe with canned output (RawResult per node name)."""
+
+    def __init__(self, answers: dict[str, RawResult]):
+        super().__init__([Node(n, n, rank=i) for i, n in enumerate(answers)])
+        self.answers = answers
+        self.commands: list[str] = []
+
+    def _exec_many(self, commands, stdins, timeout):
+        self.commands += commands
+        return [self.answers[n.name] for n in self.nodes]
+
+    def subset(self, indices):
+        raise AssertionError("the check makes one call over all nodes")
+
+
+def test_one_probe_command_runs_every_check_and_its_output_parses():
+    command = probe_command("docker", "img", "/var/log/cvs", "test -e /dev/kfd")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+    probes = parse_probe(done.stdout)
+    assert list(probes) == ["docker", "image", "gpus", "disk"]
+    assert parse_df_available_kib(probes["disk"][1]) is not None
+    assert parse_probe(probe_output(gpus=(1, "a\nb"), disk=(0, DF))) == {"gpus": (1, "a\nb"), "disk": (0, DF.rstrip("\n"))}
 
 
 def test_check_nodes_reports_each_check_with_a_reason():
-    hosts = CheckHosts(["n0", "n1", "n2"])
-    hosts.state["n0"].images.add("img")
-    hosts.state["n2"].fail["true"] = [err(255, "ssh: connect to host n2: Connection refused")]
+    hosts = ProbeHosts({
+        "n0": ok(probe_output(docker=(0, "27.1"), image=(0, "sha256:1"), gpus=(0, ""), disk=(0, DF))),
+        "n1": ok(probe_output(docker=(0, "27.1"), image=(1, "No such image: img"), gpus=(1, ""),
+                              disk=(0, DF))),
+        "n2": RawResult(None, b"", b"", "ssh: connect to host n2: Connection refused"),
+    })
     checks = check_nodes(hosts, {"name": "docker"}, "img", "/var/log/cvs", "test -e /dev/kfd",
                          min_free_gib=2000)
     table = {c.host: [(i.name, i.ok) for i in c.items] for c in checks}
@@ -54,18 +79,29 @@ def test_check_nodes_reports_each_check_with_a_reason():
         "n1": [("ssh", True), ("docker", True), ("image", False), ("gpus", False), ("disk", False)],
         "n2": [("ssh", False), ("docker", None), ("image", None), ("gpus", None), ("disk", None)],
     }
+    assert checks[0].items[1].detail == "server 27.1"
     assert checks[0].items[4].detail == "1259.5 GiB free in /var/log/cvs, need 2000"
     assert checks[1].items[2].detail == "img not present (the launch will pull or load it)"
-    assert checks[2].items[0].detail == "exit 255: ssh: connect to host n2: Connection refused"
-    assert not any(n == "n2" and c != "true" for n, c in hosts.log)  # nothing after SSH failed
+    assert checks[2].items[0].detail == "ssh: connect to host n2: Connection refused"
+    assert len(hosts.commands) == 3  # one round trip per node
 
 
-def test_host_runtime_skips_docker_and_image():
-    checks = check_nodes(CheckHosts(["n0"]), "host", "img", "/", "test -e /dev/kfd", min_free_gib=1)
+def test_docker_down_skips_the_image_check_with_the_reason():
+    hosts = ProbeHosts({"n0": ok(probe_output(docker=(1, "Cannot connect to the Docker daemon"),
+                                              image=(1, "Cannot connect"), gpus=(0, ""), disk=(0, DF)))})
+    [check] = check_nodes(hosts, "docker", "img", "/", "true", min_free_gib=1)
+    assert [(i.name, i.ok) for i in check.items][1:3] == [("docker", False), ("image", None)]
+    assert "Cannot connect to the Docker daemon" in check.items[1].detail
+
+
+def test_host_runtime_skips_docker_and_image_on_a_real_shell():
+    checks = check_nodes(LocalHosts([Node("n0", "n0")]), "host", "img", "/", "true", min_free_gib=0)
     assert [(i.name, i.ok, i.detail) for i in checks[0].items][:3] == [
         ("ssh", True, "ok"), ("docker", None, "skipped: runtime host"),
         ("image", None, "skipped: runtime host")]
     assert checks[0].ok
+    failing = check_nodes(LocalHosts([Node("n0", "n0")]), "host", None, "/", "exit 3", min_free_gib=0)
+    assert failing[0].items[3] == CheckItem("gpus", False, "`exit 3` failed: exit 3")
 
 
 def test_table_lists_marks_and_the_reasons_below():
