@@ -6,7 +6,8 @@ targets name) and this process's CPU time (the same figure on a quiet host; on a
 clock also counts time other processes took). The line read runs once first so that both read
 from the page cache. The file is written to a temporary directory and deleted afterwards.
 ``iterations_parsed`` counts every iteration line; ``iterations_kept`` what the parser holds
-after retention (``cvs_tasks.metrics.retention``).
+after retention (``cvs_tasks.metrics.retention``); ``native_scanner`` whether the C scanner
+(``cvs_tasks.metrics.native``) was in use (``CVS_TASKS_PURE_PYTHON=1`` measures the Python path).
 Run: ``python -m benchmarks.parse_bench [size_mb]`` (default 1024).
 """
 
@@ -21,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cvs_tasks.metrics import native
 from cvs_tasks.metrics.logfile import parse_file
 
 LINE = (" [{date} {hh:02d}:{mm:02d}:{ss:09.6f}] iteration {step:>8d}/{total:>8d} | consumed samples: "
@@ -93,6 +95,7 @@ def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8) -> d
     mb = size / 2**20
     return {
         "size_mb": round(mb, 1),
+        "native_scanner": native.AVAILABLE,
         "lines": lines,
         "iterations_parsed": parser.iterations_parsed,
         "iterations_kept": len(parser.iterations),

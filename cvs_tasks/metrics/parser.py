@@ -4,8 +4,10 @@ Feeding a log in arbitrary pieces (even split mid-line or mid-character-run) giv
 result of feeding it whole: only complete lines are processed, the partial tail waits for the next
 ``feed``, and every piece of state is either order-free or follows file order.
 
-How it stays fast (a log can be gigabytes): text is handled in windows of whole lines.
-``ITERATION_RE.split`` turns a window into the fields of every known iteration line plus the text
+How it stays fast (a log can be gigabytes): text is handled in windows of whole lines. When the
+C scanner is built (``native``, ``native_window``) it reads a window's iteration lines straight
+into typed columns and hands back only the other lines; a window it is not sure of goes the
+Python way, which gives the same result. The Python way: ``ITERATION_RE.split`` turns a window into the fields of every known iteration line plus the text
 between them, all in C; fields become typed columns with ``map``/``array`` and are appended in
 bulk. Only the text *between* iteration lines is searched for rare anchors (signatures, arguments
 dump, banners), with ``str.find`` on a lower-cased copy; the few lines holding an anchor are read
@@ -13,7 +15,8 @@ one by one. Garbage and undecodable lines are skipped and counted in ``lines_ski
 
 Past ``retention.RETAIN`` iterations the parser keeps a thinned set of rows and folds the others
 into exact run-metric sums (``cvs_tasks.metrics.retention``), so memory stays flat; such windows
-go through ``lean.read_window``, which captures only the fields the sums need.
+go through ``lean.read_window`` (without the scanner), which captures only the fields the sums
+need.
 
 The warm-up rule and the statistics are described in ``cvs_tasks.metrics.aggregate``.
 """
@@ -24,12 +27,13 @@ import re
 from itertools import accumulate, compress, repeat
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.metrics import lean, retention
+from cvs_tasks.metrics import lean, native, retention
 from cvs_tasks.metrics import columns as columns_mod
 from cvs_tasks.metrics.iteration import (
     COL, GROUPS, ITERATION_RE, STRIDE, parse_iteration_line,
 )
 from cvs_tasks.metrics.long_log import LongLogMixin
+from cvs_tasks.metrics.native_window import NativeWindowMixin
 from cvs_tasks.metrics.queries import ParserQueries
 from cvs_tasks.metrics.markers import MARKER_ANCHORS, LineFacts
 from cvs_tasks.metrics.signatures import (
@@ -41,6 +45,7 @@ from cvs_tasks.metrics.uniform import lean_regex, learn_shape, shape_regex
 DIALECTS = ("auto", "megatron", "primus")
 WINDOW = 1 << 21  # characters per processing window (whole lines)
 FAST_UNIFORM = True  # tests switch it off to prove both paths give the same result
+NATIVE = native.AVAILABLE  # the C scanner (native.py); tests switch it off the same way
 LEAN_MIN_STRIDE = 4  # below, re-reading the many kept lines costs more than the lean pass saves
 _ALL_ANCHORS = tuple(sorted(set(ANCHORS) | set(MARKER_ANCHORS)))
 _G = {name: GROUPS[name] for name in GROUPS}
@@ -72,7 +77,7 @@ def _windows(data, end: int, newline):
         pos = stop
 
 
-class LogParser(LongLogMixin, ParserQueries):
+class LogParser(NativeWindowMixin, LongLogMixin, ParserQueries):
     """Parse one node's training log (any dialect); see the module docstring."""
 
     def __init__(self, dialect: str = "auto", seq_length: int | None = None,
@@ -124,7 +129,8 @@ class LogParser(LongLogMixin, ParserQueries):
     def feed_bytes(self, data: bytes) -> IterationBatch:
         """``feed`` for raw UTF-8 bytes as read from a file (undecodable bytes become U+FFFD).
 
-        Same result as feeding the decoded text; windows the lean pass can read are never decoded.
+        Same result as feeding the decoded text; windows the native scanner or the lean pass can
+        read are never decoded.
         Use either ``feed`` or ``feed_bytes`` on one parser.
         """
         if self._finished:
@@ -138,15 +144,15 @@ class LogParser(LongLogMixin, ParserQueries):
         steps: list[int] = []
         for pos, stop in _windows(data, end, b"\n"):
             block = data[pos:stop] if (pos or stop != len(data)) else data
-            found = None
-            if self._lean_ready():
+            found = self._process_native(block) if NATIVE else None
+            if found is None and self._lean_ready():
                 found = self._process_lean(block)
-                if found is not None:
-                    self._feed_blocks.append(block)
-                    if len(self._store) > retention.RETAIN:
-                        self._thin()
-            if found is None:
-                found = self._process(block.decode("utf-8", errors="replace"))
+            if found is not None:  # read without decoding
+                self._feed_blocks.append(block)
+                if len(self._store) > retention.RETAIN:
+                    self._thin()
+            else:
+                found = self._process(block.decode("utf-8", errors="replace"), try_native=False)
             steps.extend(found)
         return self._batch(steps)
 
@@ -183,9 +189,13 @@ class LogParser(LongLogMixin, ParserQueries):
         return IterationBatch(self._store, self._materialize, steps, lookup)
 
     # --- one window of whole lines -------------------------------------------------------------
-    def _process(self, block: str) -> list[int]:
+    def _process(self, block: str, try_native: bool = True) -> list[int]:
         self._feed_blocks.append(block)
-        steps = None
+        steps = self._process_native(block) if NATIVE and try_native else None
+        if steps is not None:
+            if len(self._store) > retention.RETAIN:
+                self._thin()
+            return steps
         tried_lean = self._lean_ready()
         if tried_lean:
             steps = self._process_lean(block)

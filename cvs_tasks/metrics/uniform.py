@@ -67,6 +67,8 @@ def learn_shape(line: str) -> Shape | None:
         if body[k] != label:
             return None
         if label in _FIELD:
+            if any(kind == _FIELD[label] for _, kind in fields):
+                return None  # e.g. a memory segment before and after the counters: general regex
             fields.append((head + k + 1, _FIELD[label]))
         elif label not in _IGNORED and not _RANK_MAX_RE.match(label):
             return None
