@@ -21,9 +21,9 @@ MEMORY_GROWTH_TARGET = 2.0  # growth(8x log) / growth(log)
 REPO = Path(__file__).resolve().parents[1]
 
 
-def measure(size_mb: float, timeout: float) -> dict[str, Any]:
-    """``python -m benchmarks.parse_bench SIZE`` in a fresh process; its JSON answer."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.parse_bench", str(size_mb)], cwd=REPO,
+def measure(size_mb: float, timeout: float, dialect: str = "megatron") -> dict[str, Any]:
+    """``python -m benchmarks.parse_bench SIZE DIALECT`` in a fresh process; its JSON answer."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.parse_bench", str(size_mb), dialect], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -34,6 +34,7 @@ def measure(size_mb: float, timeout: float) -> dict[str, Any]:
 def run(size_mb: float = 1024.0, timeout: float = 300.0) -> list[dict[str, Any]]:
     small = measure(size_mb / 8, timeout)
     big = measure(size_mb, timeout)
+    primus = measure(size_mb / 4, timeout, "primus")
     mb_s, ratio = big["parse_mb_s"], big["parse_vs_read_ratio"]
     scanner = "native scanner" if big.get("native_scanner") else "pure-Python path (scanner not built)"
     context = (f"{big['size_mb']:.0f} MiB, {big['lines']} lines, {scanner}, parsed in {big['parse_s']:.1f}s; "
@@ -49,4 +50,8 @@ def run(size_mb: float = 1024.0, timeout: float = 300.0) -> list[dict[str, Any]]
                 f"(peak {big['peak_rss_mb']:.0f} MiB); {small['size_mb']:.0f} MiB: {small['rss_growth_mb']:.0f} MiB (peak {small['peak_rss_mb']:.0f} MiB)"),
         row("parse.iterations", big["iterations_parsed"], "steps", f"= {big['lines']} lines",
             big["iterations_parsed"] == big["lines"], "every iteration line of the generated log parsed"),
+        at_least(f"parse.primus_mb_s[{primus['size_mb']:.0f}MiB]", primus["parse_mb_s"], MB_S_TARGET, "MB/s",
+                 f"Primus B3 lines (colour prefix, hip memory, every step printed twice), "
+                 f"{primus['lines']} lines, {primus['iterations_parsed']} steps, "
+                 f"{primus['parse_vs_read_ratio']:.1f}x plain line read"),
     ]

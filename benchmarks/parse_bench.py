@@ -8,7 +8,7 @@ from the page cache. The file is written to a temporary directory and deleted af
 ``iterations_parsed`` counts every iteration line; ``iterations_kept`` what the parser holds
 after retention (``cvs_tasks.metrics.retention``); ``native_scanner`` whether the C scanner
 (``cvs_tasks.metrics.native``) was in use (``CVS_TASKS_PURE_PYTHON=1`` measures the Python path).
-Run: ``python -m benchmarks.parse_bench [size_mb]`` (default 1024).
+Run: ``python -m benchmarks.parse_bench [size_mb] [megatron|primus]`` (default 1024 megatron).
 """
 
 from __future__ import annotations
@@ -32,11 +32,26 @@ LINE = (" [{date} {hh:02d}:{mm:02d}:{ss:09.6f}] iteration {step:>8d}/{total:>8d}
         "number of skipped iterations: {skip:>3d} | number of nan iterations: {nan:>3d} |\n")
 
 
-def write_log(path: Path, size_mb: float, seed: int = 7) -> int:
-    """Write iteration lines until the file reaches ``size_mb``; returns the number of lines."""
+PRIMUS_LINE = (  # Primus B3 (log_formats.md 2.6): loguru prefix with colours; each line printed twice
+    "\x1b[32mINFO\x1b[0m [\x1b[32m{day} {hh:02d}:{mm:02d}:{isec:02d}\x1b[0m][\x1b[36mrank-7/8\x1b[0m]\x1b[34m"
+    "\x1b[1m[DEBUG]    \x1b[0m\x1b[34m\x1b[1m[---------------utils.py:425] : [{date} {hh:02d}:{mm:02d}:"
+    "{ss:09.6f}] iteration {step:>8d}/{total:>8d} | consumed samples: {consumed:>12d} | elapsed time "
+    "per iteration (ms): {ms:.1f}/{ms:.1f} | compute per GPU (TFLOP/s/GPU): {tf:.1f} (avg {tf:.1f})  | "
+    "tokens/s/GPU inst/harmonic mean: {tok:.1f}/{tok:.1f} | learning rate: {lr:.6E} | global batch "
+    "size: {gbs:>5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {gn:.3f} | number of skipped "
+    "iterations: {skip:>3d} | number of nan iterations: {nan:>3d} | hip mem usage/free/total/usage_ratio: "
+    "231.55GB/56.43GB/287.98GB/{mem:.2%}  | rocm mem usage/free/total/usage_ratio: 232.92GB/55.06GB/"
+    "287.98GB/80.88% | rank-3 rocm max mem usage/usage_ratio: 233.60GB/81.12%\n")
+
+
+def write_log(path: Path, size_mb: float, seed: int = 7, dialect: str = "megatron") -> int:
+    """Write iteration lines until the file reaches ``size_mb``; returns the number of lines.
+
+    ``dialect`` "primus" writes Primus B3 lines, each twice (as rank 0 forwards the last rank's)."""
+    line, copies = (PRIMUS_LINE, 2) if dialect == "primus" else (LINE, 1)
     rng = random.Random(seed)
     target = int(size_mb * 1024 * 1024)
-    approx_lines = target // 390 + 1
+    approx_lines = target // (390 * copies if copies == 1 else 880 * copies) + 1
     gbs, written, step, clock = 128, 0, 0, 0.0
     with open(path, "w", encoding="utf-8") as out:
         while written < target:
@@ -48,15 +63,17 @@ def write_log(path: Path, size_mb: float, seed: int = 7) -> int:
                 day, rem = divmod(clock, 86400)
                 hh, rem = divmod(rem, 3600)
                 mm, ss = divmod(rem, 60)
-                batch.append(LINE.format(
-                    date=f"2026-03-{6 + int(day) % 20:02d}", hh=int(hh), mm=int(mm), ss=ss, step=step,
+                date = f"2026-03-{6 + int(day) % 20:02d}"
+                text = line.format(
+                    date=date, day=date.replace("-", ""), hh=int(hh), mm=int(mm), ss=ss, isec=int(ss), step=step,
                     total=approx_lines, consumed=step * gbs, ms=ms, mem=0.87 + rng.uniform(-0.01, 0.01),
-                    tf=488.3 * 13800.0 / ms, lr=1.5e-5, gbs=gbs, loss=2.0 + 10.0 / (1 + step / 500),
-                    gn=1.0 + rng.random(), skip=0, nan=0))
+                    tf=488.3 * 13800.0 / ms, tok=gbs * 8192 * 1000.0 / ms / 8, lr=1.5e-5, gbs=gbs,
+                    loss=2.0 + 10.0 / (1 + step / 500), gn=1.0 + rng.random(), skip=0, nan=0)
+                batch.extend([text] * copies)
             chunk = "".join(batch)
             out.write(chunk)
             written += len(chunk)
-    return step
+    return step * copies
 
 
 def _rss_mb() -> float:
@@ -79,11 +96,12 @@ def _read_lines(path: Path) -> int:
     return count
 
 
-def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8) -> dict:
+def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8,
+        dialect: str = "megatron") -> dict:
     """Generate, read, parse, delete; returns the figures as a dict."""
     with tempfile.TemporaryDirectory(prefix="cvs_parse_bench_") as tmp:
         path = Path(tmp) / "training.log"
-        lines = write_log(path, size_mb)
+        lines = write_log(path, size_mb, dialect=dialect)
         size = path.stat().st_size
         _read_lines(path)  # warm the page cache so both timings read from memory
         _, read_s, read_cpu = _timed(lambda: _read_lines(path))
@@ -95,6 +113,7 @@ def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8) -> d
     mb = size / 2**20
     return {
         "size_mb": round(mb, 1),
+        "dialect": dialect,
         "native_scanner": native.AVAILABLE,
         "lines": lines,
         "iterations_parsed": parser.iterations_parsed,
@@ -121,4 +140,5 @@ def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8) -> d
 
 if __name__ == "__main__":
     size = float(sys.argv[1]) if len(sys.argv) > 1 else 1024
-    print(json.dumps(run(size_mb=size), indent=2))
+    print(json.dumps(run(size_mb=size, dialect=sys.argv[2] if len(sys.argv) > 2 else "megatron"),
+                     indent=2))

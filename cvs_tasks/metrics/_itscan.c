@@ -1,6 +1,6 @@
 /* Native scanner for Megatron-LM / Primus iteration lines: the parser's hot loop in C.
  *
- * scan(block, stride) reads a window of whole lines (bytes, or an ASCII str) and returns every
+ * scan(block, stride[, dedup]) reads a window of whole lines (bytes, or an ASCII str) and returns every
  * iteration line it *accepts* as typed columns, plus the text of every other line. It accepts a
  * line only when it is certain that ``iteration.ITERATION_RE`` matches that line and that the
  * Python column code (``columns.typed_columns``) would produce exactly the values it computed;
@@ -473,7 +473,8 @@ static PyObject *piece(PyObject *block, int is_str, const char *base, Py_ssize_t
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *block;
     long long stride;
-    if (!PyArg_ParseTuple(args, "OL", &block, &stride)) return NULL;
+    int dedup = 0;
+    if (!PyArg_ParseTuple(args, "OL|p", &block, &stride, &dedup)) return NULL;
     if (stride < 1) {
         PyErr_SetString(PyExc_ValueError, "stride must be >= 1");
         return NULL;
@@ -499,7 +500,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     size_t lower_cap = 0;
     unsigned features = 0;
     Py_ssize_t missing_loss = 0, counters_nonzero = 0, other_start = -1;
-    int suspicious = 0, increasing = 1;
+    int suspicious = 0, increasing = 1, nondecreasing = 1;
     if (pieces == NULL) return NULL;
 
     Py_ssize_t pos = 0;
@@ -518,6 +519,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 other_start = -1;
             }
             if (rs.n && r.step <= rs.rows[rs.n - 1].step) increasing = 0;
+            if (rs.n && r.step < rs.rows[rs.n - 1].step) nondecreasing = 0;
             features |= r.features;
             missing_loss += !r.loss_printed;
             counters_nonzero += r.counters_nonzero;
@@ -535,28 +537,39 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_DECREF(item);
     }
 
+    PyObject *all_steps = PyBytes_FromStringAndSize(NULL, rs.n * (Py_ssize_t)sizeof(long long));
+    if (all_steps == NULL) goto fail;
+    long long *st = (long long *)PyBytes_AS_STRING(all_steps);
+    for (Py_ssize_t i = 0; i < rs.n; i++) st[i] = rs.rows[i].step;
+    Py_ssize_t n_lines = rs.n;
+    if (dedup && nondecreasing) { /* a step logged again (Primus forwarding): the last line wins */
+        Py_ssize_t k = 0;
+        for (Py_ssize_t i = 0; i < rs.n; i++)
+            if (i + 1 == rs.n || rs.rows[i + 1].step != rs.rows[i].step) rs.rows[k++] = rs.rows[i];
+        rs.n = k;
+        increasing = 1;
+    }
+
     /* retention: keep multiples of the stride and the window's last row */
     unsigned char *keep = PyMem_Malloc(rs.n ? (size_t)rs.n : 1);
-    if (keep == NULL) { PyErr_NoMemory(); goto fail; }
+    if (keep == NULL) { Py_DECREF(all_steps); PyErr_NoMemory(); goto fail; }
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < rs.n; i++) {
         keep[i] = (rs.rows[i].step % stride == 0) || i == rs.n - 1;
         kept += keep[i];
     }
-    PyObject *all_steps = PyBytes_FromStringAndSize(NULL, rs.n * (Py_ssize_t)sizeof(long long));
     PyObject *kept_part = pack(&rs, keep, 1, kept);
     PyObject *dropped_part = pack(&rs, keep, 0, rs.n - kept);
     PyMem_Free(keep);
-    if (all_steps == NULL || kept_part == NULL || dropped_part == NULL) {
-        Py_XDECREF(all_steps);
+    if (kept_part == NULL || dropped_part == NULL) {
+        Py_DECREF(all_steps);
         Py_XDECREF(kept_part);
         Py_XDECREF(dropped_part);
         goto fail;
     }
-    long long *st = (long long *)PyBytes_AS_STRING(all_steps);
-    for (Py_ssize_t i = 0; i < rs.n; i++) st[i] = rs.rows[i].step;
-    PyObject *result = Py_BuildValue("(nNNNNInnii)", rs.n, all_steps, kept_part, dropped_part, pieces,
-                                     features, missing_loss, counters_nonzero, increasing, suspicious);
+    PyObject *result = Py_BuildValue("(nNNNNInniii)", n_lines, all_steps, kept_part, dropped_part,
+                                     pieces, features, missing_loss, counters_nonzero, increasing,
+                                     nondecreasing, suspicious);
     PyMem_Free(rs.rows);
     PyMem_Free(lower);
     return result;
@@ -647,7 +660,8 @@ static PyObject *parse_number(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(block, stride) -> window result (see native.py), or None."},
+    {"scan", scan, METH_VARARGS,
+     "scan(block, stride[, dedup]) -> window result (see native.py), or None for non-ASCII str."},
     {"value_counts", value_counts, METH_VARARGS,
      "value_counts(array('d')[, into]) -> {value: count} of the finite values (added to into)."},
     {"parse_number", parse_number, METH_O, "parse_number(text) -> float, or None when not a plain decimal."},

@@ -41,7 +41,7 @@ class Rows:
 
 @dataclass
 class WindowScan:
-    n: int  # accepted iteration lines
+    n: int  # accepted iteration lines (repeated steps included)
     steps: array  # every accepted step, in window order
     kept: Rows  # rows the retention stride keeps (multiples of it, and the window's last row)
     dropped: Rows  # the others, to be folded into the run-metric sums
@@ -49,7 +49,8 @@ class WindowScan:
     features: set[str]
     missing_loss: int  # accepted rows that printed no lm loss
     counters_nonzero: int  # rows whose skipped or nan counter is not "0"
-    increasing: bool  # steps strictly increase within the window
+    increasing: bool  # steps strictly increase within the window (after ``dedup``)
+    nondecreasing: bool  # steps never go back (a step may repeat)
     suspicious: bool  # some other line looks like an iteration line: read the window in Python
 
 
@@ -67,19 +68,24 @@ def _rows(packed: tuple[bytes, bytes]) -> Rows:
     return Rows(steps, cols)
 
 
-def scan(block: str | bytes, stride: int = 1) -> WindowScan | None:
-    """Scan a window of whole lines; None when the extension cannot read it (non-ASCII str)."""
+def scan(block: str | bytes, stride: int = 1, dedup: bool = False) -> WindowScan | None:
+    """Scan a window of whole lines; None when the extension cannot read it (non-ASCII str).
+
+    ``dedup``: when steps never go back, a repeated step keeps only its last line in the rows
+    (``steps`` still lists every line), as the store does when a step is logged again.
+    """
     if _itscan is None:
         return None
-    found = _itscan.scan(block, stride)
+    found = _itscan.scan(block, stride, dedup)
     if found is None:
         return None
-    n, raw_steps, kept, dropped, pieces, bits, missing, nonzero, increasing, suspicious = found
+    n, raw_steps, kept, dropped, pieces, bits, missing, nonzero, *order, suspicious = found
+    increasing, nondecreasing = order
     steps = array("q")
     steps.frombytes(raw_steps)
     features = {name for i, name in enumerate(FEATURES) if bits >> i & 1}
     return WindowScan(n, steps, _rows(kept), _rows(dropped), pieces, features, missing, nonzero,
-                      bool(increasing), bool(suspicious))
+                      bool(increasing), bool(nondecreasing), bool(suspicious))
 
 
 def parse_number(text: str) -> float | None:

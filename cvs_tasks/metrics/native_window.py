@@ -2,9 +2,10 @@
 
 ``LogParser`` inherits ``_process_native``. It uses the scan only when the window needs nothing
 the Python path would do differently: no line that still looks like an iteration line, no
-non-zero skipped/NaN counter, no missing loss once a loss was seen, steps strictly increasing
-past what is stored. Any other window returns None before touching the parser's state and is
-read by the Python path, so both paths always give the same result.
+non-zero skipped/NaN counter, no missing loss once a loss was seen, steps past what is stored
+that never go back (a step logged again keeps its last line). Any other window returns None
+before touching the parser's state and is read by the Python path, so both paths always give the
+same result.
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ class NativeWindowMixin:
         found = native.scan(block, self._stride)
         if found is None or found.suspicious:
             return None
+        after = self._after_step()
+        # the window starts with the second line of the step stored last (a pair split by the cut)
+        again = bool(found.n) and found.steps[0] == after == self._store.last_step
+        if found.n and (again or not found.increasing):
+            if not found.nondecreasing:
+                return None
+            # a step logged twice in a row (Primus forwards the last rank's line): the Python
+            # path stores every row unthinned, the last line of a step winning; so do we
+            found = native.scan(block, 1, dedup=True)
         if found.n:
-            if found.counters_nonzero or not found.increasing:
+            if found.counters_nonzero:
                 return None
             if found.missing_loss and (self._loss_seen or found.missing_loss != found.n):
                 return None
-            if found.steps[0] <= self._after_step():
+            if found.steps[0] < after or (found.steps[0] == after and not again):
                 return None
         first_line = self.lines + 1
         hits: list[ErrorHit] = []
@@ -47,6 +57,9 @@ class NativeWindowMixin:
             if dropped.steps:
                 cutoff = aggregate.warmup_cutoff(int(kept.cols[COL["total"]][-1]), kept.steps[-1])
                 self._fold(dropped.steps, dropped.cols, cutoff)
+            if again:  # replaces the stored row of that step, as put_row does
+                self._store.put_row((kept.steps[0],) + tuple(col[0] for col in kept.cols[1:]))
+                kept = native.Rows(kept.steps[1:], [None] + [col[1:] for col in kept.cols[1:]])
             self._store.extend_columns(kept.steps, kept.cols)
             if found.missing_loss != found.n:
                 self._loss_seen = True

@@ -54,15 +54,18 @@ def both(monkeypatch, text: str, as_bytes: bool = False) -> tuple[tuple, tuple]:
     return run(monkeypatch, True, text, as_bytes), run(monkeypatch, False, text, as_bytes)
 
 
+@pytest.mark.parametrize("window", [None, 700])
 @pytest.mark.parametrize("as_bytes", [False, True])
 @pytest.mark.parametrize("name", LOGS)
-def test_fixture_logs_give_the_python_result(name, as_bytes, monkeypatch):
+def test_fixture_logs_give_the_python_result(name, as_bytes, window, monkeypatch):
+    if window:  # small windows cut between the two lines of a Primus step, and between rows
+        monkeypatch.setattr(parser_module, "WINDOW", window)
     fast, slow = both(monkeypatch, (FIXTURES / name).read_text(), as_bytes)
     assert fast == slow
 
 
-def test_clean_megatron_windows_are_read_natively(monkeypatch):
-    """Not a silent fallback: every window of a plain Megatron log goes through the scanner."""
+def native_windows(monkeypatch) -> list[bool]:
+    """Spy on the parser: one entry per window, True when the scanner's reading was used."""
     used = []
     original = parser_module.LogParser._process_native
 
@@ -72,12 +75,31 @@ def test_clean_megatron_windows_are_read_natively(monkeypatch):
         return found
 
     monkeypatch.setattr(parser_module.LogParser, "_process_native", spy)
+    return used
+
+
+def test_clean_megatron_windows_are_read_natively(monkeypatch):
+    """Not a silent fallback: every window of a plain Megatron log goes through the scanner."""
+    used = native_windows(monkeypatch)
     monkeypatch.setattr(parser_module, "WINDOW", 4096)
     parser = LogParser()
     parser.feed(long_log(n=300, extras=False))
     parser.finish()
     assert len(used) > 20 and all(used)
     assert parser.iterations_parsed == 300
+
+
+@pytest.mark.parametrize("name", ["primus_b1.log", "primus_b2.log", "primus_b3.log"])
+def test_primus_lines_printed_twice_are_read_natively(name, monkeypatch):
+    """Primus forwards the last rank's line, so every step is logged twice; the last one wins."""
+    used = native_windows(monkeypatch)
+    text = (FIXTURES / name).read_text()
+    parser = LogParser()
+    parser.feed(text)
+    parser.finish()
+    assert used and all(used)
+    monkeypatch.setattr(parser_module, "NATIVE", False)
+    assert snapshot(parser) == run(monkeypatch, False, text)
 
 
 def test_long_thinned_log_gives_the_python_result(monkeypatch, tmp_path):
