@@ -48,10 +48,10 @@ def write_log(path: Path, size_mb: float, seed: int = 7, dialect: str = "megatro
     """Write iteration lines until the file reaches ``size_mb``; returns the number of lines.
 
     ``dialect`` "primus" writes Primus B3 lines, each twice (as rank 0 forwards the last rank's)."""
-    line, copies = (PRIMUS_LINE, 2) if dialect == "primus" else (LINE, 1)
+    line, copies, line_bytes = (PRIMUS_LINE, 2, 750) if dialect == "primus" else (LINE, 1, 390)
     rng = random.Random(seed)
     target = int(size_mb * 1024 * 1024)
-    approx_lines = target // (390 * copies if copies == 1 else 880 * copies) + 1
+    approx_lines = target // (line_bytes * copies) + 1
     gbs, written, step, clock = 128, 0, 0, 0.0
     with open(path, "w", encoding="utf-8") as out:
         while written < target:

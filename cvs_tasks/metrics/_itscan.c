@@ -1,6 +1,6 @@
 /* Native scanner for Megatron-LM / Primus iteration lines: the parser's hot loop in C.
  *
- * scan(block, stride[, dedup]) reads a window of whole lines (bytes, or an ASCII str) and returns every
+ * scan(block, stride[, repeat_of]) reads a window of whole lines (bytes, or an ASCII str) and returns every
  * iteration line it *accepts* as typed columns, plus the text of every other line. It accepts a
  * line only when it is certain that ``iteration.ITERATION_RE`` matches that line and that the
  * Python column code (``columns.typed_columns``) would produce exactly the values it computed;
@@ -86,9 +86,9 @@ static int digits(Cur *c, double *value, long long *as_int, int *text_is_zero) {
     if (n > 18) return 0; /* an absurd count: leave it to Python */
     long long x = 0;
     for (size_t i = 0; i < n; i++) x = x * 10 + (s[i] - '0');
+    if (value && x > (1LL << 53)) return 0; /* as a double it would not be exact */
     if (as_int) *as_int = x;
-    if (value) *value = (double)x; /* exact: x < 2^63 and, for realistic counts, < 2^53 */
-    if (value && x > (1LL << 53)) return 0;
+    if (value) *value = (double)x;
     return 1;
 }
 
@@ -465,16 +465,15 @@ static PyObject *pack(const Rows *rs, const unsigned char *keep, int want, Py_ss
     return Py_BuildValue("(NN)", steps, cols);
 }
 
-static PyObject *piece(PyObject *block, int is_str, const char *base, Py_ssize_t a, Py_ssize_t b) {
+static PyObject *piece(int is_str, const char *base, Py_ssize_t a, Py_ssize_t b) {
     if (is_str) return PyUnicode_FromStringAndSize(base + a, b - a); /* ASCII: valid UTF-8 */
     return PyBytes_FromStringAndSize(base + a, b - a);
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *block;
-    long long stride;
-    int dedup = 0;
-    if (!PyArg_ParseTuple(args, "OL|p", &block, &stride, &dedup)) return NULL;
+    long long stride, repeat_of = -1;
+    if (!PyArg_ParseTuple(args, "OL|L", &block, &stride, &repeat_of)) return NULL;
     if (stride < 1) {
         PyErr_SetString(PyExc_ValueError, "stride must be >= 1");
         return NULL;
@@ -512,7 +511,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Row r;
         if (nl != NULL && parse_line(line, end, &r)) {
             if (other_start >= 0) {
-                PyObject *text = piece(block, is_str, base, other_start, pos);
+                PyObject *text = piece(is_str, base, other_start, pos);
                 PyObject *item = text ? Py_BuildValue("(nN)", rs.n, text) : NULL;
                 if (item == NULL || PyList_Append(pieces, item) < 0) { Py_XDECREF(item); goto fail; }
                 Py_DECREF(item);
@@ -531,7 +530,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         pos = next;
     }
     if (other_start >= 0) {
-        PyObject *text = piece(block, is_str, base, other_start, size);
+        PyObject *text = piece(is_str, base, other_start, size);
         PyObject *item = text ? Py_BuildValue("(nN)", rs.n, text) : NULL;
         if (item == NULL || PyList_Append(pieces, item) < 0) { Py_XDECREF(item); goto fail; }
         Py_DECREF(item);
@@ -542,12 +541,16 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     long long *st = (long long *)PyBytes_AS_STRING(all_steps);
     for (Py_ssize_t i = 0; i < rs.n; i++) st[i] = rs.rows[i].step;
     Py_ssize_t n_lines = rs.n;
-    if (dedup && nondecreasing) { /* a step logged again (Primus forwarding): the last line wins */
+    int repeated = !increasing || (rs.n && rs.rows[0].step == repeat_of);
+    if (repeated && nondecreasing) {
+        /* a step logged again (Primus forwarding): its last line wins, and, as the Python path
+         * stores such a window row by row, nothing of it is thinned */
         Py_ssize_t k = 0;
         for (Py_ssize_t i = 0; i < rs.n; i++)
             if (i + 1 == rs.n || rs.rows[i + 1].step != rs.rows[i].step) rs.rows[k++] = rs.rows[i];
         rs.n = k;
         increasing = 1;
+        stride = 1;
     }
 
     /* retention: keep multiples of the stride and the window's last row */
@@ -567,9 +570,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_XDECREF(dropped_part);
         goto fail;
     }
-    PyObject *result = Py_BuildValue("(nNNNNInniii)", n_lines, all_steps, kept_part, dropped_part,
+    PyObject *result = Py_BuildValue("(nNNNNInnii)", n_lines, all_steps, kept_part, dropped_part,
                                      pieces, features, missing_loss, counters_nonzero, increasing,
-                                     nondecreasing, suspicious);
+                                     suspicious);
     PyMem_Free(rs.rows);
     PyMem_Free(lower);
     return result;
@@ -661,7 +664,7 @@ static PyObject *parse_number(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(block, stride[, dedup]) -> window result (see native.py), or None for non-ASCII str."},
+     "scan(block, stride[, repeat_of]) -> window result (see native.py), or None for non-ASCII str."},
     {"value_counts", value_counts, METH_VARARGS,
      "value_counts(array('d')[, into]) -> {value: count} of the finite values (added to into)."},
     {"parse_number", parse_number, METH_O, "parse_number(text) -> float, or None when not a plain decimal."},

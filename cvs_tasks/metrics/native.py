@@ -49,8 +49,7 @@ class WindowScan:
     features: set[str]
     missing_loss: int  # accepted rows that printed no lm loss
     counters_nonzero: int  # rows whose skipped or nan counter is not "0"
-    increasing: bool  # steps strictly increase within the window (after ``dedup``)
-    nondecreasing: bool  # steps never go back (a step may repeat)
+    increasing: bool  # steps strictly increase, once a repeated step kept only its last line
     suspicious: bool  # some other line looks like an iteration line: read the window in Python
 
 
@@ -68,24 +67,24 @@ def _rows(packed: tuple[bytes, bytes]) -> Rows:
     return Rows(steps, cols)
 
 
-def scan(block: str | bytes, stride: int = 1, dedup: bool = False) -> WindowScan | None:
+def scan(block: str | bytes, stride: int = 1, repeat_of: int = -1) -> WindowScan | None:
     """Scan a window of whole lines; None when the extension cannot read it (non-ASCII str).
 
-    ``dedup``: when steps never go back, a repeated step keeps only its last line in the rows
-    (``steps`` still lists every line), as the store does when a step is logged again.
+    A step logged more than once (in a row, or first in the window and equal to ``repeat_of``,
+    the step stored last) keeps only its last line in the rows, and such a window is not thinned:
+    what the store does row by row when a step is logged again. ``steps`` still lists every line.
     """
     if _itscan is None:
         return None
-    found = _itscan.scan(block, stride, dedup)
+    found = _itscan.scan(block, stride, repeat_of)
     if found is None:
         return None
-    n, raw_steps, kept, dropped, pieces, bits, missing, nonzero, *order, suspicious = found
-    increasing, nondecreasing = order
+    n, raw_steps, kept, dropped, pieces, bits, missing, nonzero, increasing, suspicious = found
     steps = array("q")
     steps.frombytes(raw_steps)
     features = {name for i, name in enumerate(FEATURES) if bits >> i & 1}
     return WindowScan(n, steps, _rows(kept), _rows(dropped), pieces, features, missing, nonzero,
-                      bool(increasing), bool(nondecreasing), bool(suspicious))
+                      bool(increasing), bool(suspicious))
 
 
 def parse_number(text: str) -> float | None:

@@ -19,20 +19,16 @@ class NativeWindowMixin:
     """``_process_native`` for ``LogParser`` (uses its store, retention state and line reader)."""
 
     def _process_native(self, block: str | bytes) -> list[int] | None:
-        found = native.scan(block, self._stride)
+        after = self._after_step()
+        last = self._store.last_step
+        # Primus prints each step twice; a window may start with the second line of the step
+        # stored last. The scanner keeps a step's last line, as put_row does (native.scan).
+        found = native.scan(block, self._stride, last if last is not None and last == after else -1)
         if found is None or found.suspicious:
             return None
-        after = self._after_step()
-        # the window starts with the second line of the step stored last (a pair split by the cut)
-        again = bool(found.n) and found.steps[0] == after == self._store.last_step
-        if found.n and (again or not found.increasing):
-            if not found.nondecreasing:
-                return None
-            # a step logged twice in a row (Primus forwards the last rank's line): the Python
-            # path stores every row unthinned, the last line of a step winning; so do we
-            found = native.scan(block, 1, dedup=True)
+        again = bool(found.n) and found.steps[0] == after == last
         if found.n:
-            if found.counters_nonzero:
+            if found.counters_nonzero or not found.increasing:
                 return None
             if found.missing_loss and (self._loss_seen or found.missing_loss != found.n):
                 return None

@@ -27,6 +27,24 @@ def parser_path(request, monkeypatch):
 
 
 @pytest.fixture
+def window_spy(monkeypatch):
+    """``spy(name)`` wraps ``LogParser.<name>``; the list it returns gets one entry per window,
+    True when that path read the window (returned something other than None)."""
+    def spy(name: str) -> list[bool]:
+        used: list[bool] = []
+        original = getattr(parser_module.LogParser, name)
+
+        def wrapper(self, block):
+            found = original(self, block)
+            used.append(found is not None)
+            return found
+
+        monkeypatch.setattr(parser_module.LogParser, name, wrapper)
+        return used
+    return spy
+
+
+@pytest.fixture
 def fixture_log():
     def read(name: str) -> Path:
         return FIXTURES / name

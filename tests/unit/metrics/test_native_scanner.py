@@ -10,6 +10,8 @@ ANSI colours inside the label, ...).
 import math
 import random
 import struct
+from array import array
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -64,23 +66,9 @@ def test_fixture_logs_give_the_python_result(name, as_bytes, window, monkeypatch
     assert fast == slow
 
 
-def native_windows(monkeypatch) -> list[bool]:
-    """Spy on the parser: one entry per window, True when the scanner's reading was used."""
-    used = []
-    original = parser_module.LogParser._process_native
-
-    def spy(self, block):
-        found = original(self, block)
-        used.append(found is not None)
-        return found
-
-    monkeypatch.setattr(parser_module.LogParser, "_process_native", spy)
-    return used
-
-
-def test_clean_megatron_windows_are_read_natively(monkeypatch):
+def test_clean_megatron_windows_are_read_natively(monkeypatch, window_spy):
     """Not a silent fallback: every window of a plain Megatron log goes through the scanner."""
-    used = native_windows(monkeypatch)
+    used = window_spy("_process_native")
     monkeypatch.setattr(parser_module, "WINDOW", 4096)
     parser = LogParser()
     parser.feed(long_log(n=300, extras=False))
@@ -90,9 +78,9 @@ def test_clean_megatron_windows_are_read_natively(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["primus_b1.log", "primus_b2.log", "primus_b3.log"])
-def test_primus_lines_printed_twice_are_read_natively(name, monkeypatch):
+def test_primus_lines_printed_twice_are_read_natively(name, monkeypatch, window_spy):
     """Primus forwards the last rank's line, so every step is logged twice; the last one wins."""
-    used = native_windows(monkeypatch)
+    used = window_spy("_process_native")
     text = (FIXTURES / name).read_text()
     parser = LogParser()
     parser.feed(text)
@@ -285,9 +273,6 @@ def test_scan_reports_an_iteration_line_it_could_not_read_as_suspicious():
 @given(st.lists(st.one_of(st.sampled_from([0.0, -0.0, 1.5, 13800.1, math.nan, math.inf, -math.inf]),
                           st.floats(allow_nan=True))))
 def test_value_counts_are_a_counter_of_the_finite_values(values):
-    from array import array
-    from collections import Counter
-
     finite = Counter(v for v in values if math.isfinite(v))
     got = native.value_counts(array("d", values))
     assert got == dict(finite) and list(got) == list(finite)  # same keys, counts and order

@@ -123,18 +123,10 @@ def test_any_feed_pieces_give_the_same_thinned_result(small_retain, monkeypatch,
     assert_same_run(parse(text, pieces=pieces, seed=pieces), full_parse(text, monkeypatch))
 
 
-def test_lean_pass_is_used_and_agrees_with_the_full_path(small_retain, monkeypatch):
+def test_lean_pass_is_used_and_agrees_with_the_full_path(small_retain, monkeypatch, window_spy):
     monkeypatch.setattr(parser_module, "NATIVE", False)  # the lean pass is the pure-Python fast path
     text = long_log()
-    calls = []
-    original = parser_module.LogParser._process_lean
-
-    def spy(self, block):
-        found = original(self, block)
-        calls.append(found is not None)
-        return found
-
-    monkeypatch.setattr(parser_module.LogParser, "_process_lean", spy)
+    calls = window_spy("_process_lean")
     lean = parse(text)
     assert any(calls)
     monkeypatch.setattr(parser_module, "LEAN_MIN_STRIDE", 10**9)
