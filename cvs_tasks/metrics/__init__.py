@@ -15,7 +15,9 @@ from cvs_tasks.metrics.loss_curve import LossCurveResult, convergence, fit_loss_
 from cvs_tasks.metrics.parser import LogParser
 from cvs_tasks.metrics.progress import is_stalled
 from cvs_tasks.metrics.scaling import scaling_efficiency
-from cvs_tasks.metrics.signatures import SIGNATURES, ErrorHit, Signature, scan_lines, scan_text
+from cvs_tasks.metrics.signatures import (
+    SIGNATURES, ErrorHit, Signature, root_cause, scan_lines, scan_text,
+)
 from cvs_tasks.metrics.verdict import METRIC_UNITS, evaluate, format_expected, unit_for, violations
 
 __all__ = [
@@ -23,6 +25,6 @@ __all__ = [
     "checkpoint_io_times", "last_checkpoint_step", "losses_by_step", "ModelDims",
     "flops_per_token", "model_dims", "recompute_tflops", "Iteration", "iter_text_chunks",
     "parse_file", "LossCurveResult", "convergence", "fit_loss_curve", "sample_curve", "LogParser",
-    "is_stalled", "scaling_efficiency", "SIGNATURES", "ErrorHit", "Signature", "scan_lines",
+    "is_stalled", "scaling_efficiency", "SIGNATURES", "ErrorHit", "Signature", "root_cause", "scan_lines",
     "scan_text", "METRIC_UNITS", "evaluate", "format_expected", "unit_for", "violations",
 ]

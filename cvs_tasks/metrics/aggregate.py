@@ -1,9 +1,10 @@
 """From per-iteration values to the run metrics every gate and report uses.
 
-Warm-up rule (the one rule, used by run metrics, step-time percentiles, the loss curve and the
-checkpoint-free statistics): with P the planned iteration count (or, when the log never said, the
-last step seen), iterations with ``step <= max(1, int(0.1 * P))`` are warm-up and ignored; the
-rest is *steady state*. The first step is always warm-up (compile, allocator and NCCL set-up).
+Warm-up rule for a fresh run (the loss curve uses it as is; ``runstats`` extends it to resumed
+logs and to runs that die during warm-up): with P the planned iteration count (or, when the log
+never said, the last step seen), iterations with ``step <= max(1, int(0.1 * P))`` are warm-up
+and ignored; the rest is *steady state*. The first step is always warm-up (compile, allocator
+and NCCL set-up).
 
 Statistics over steady state, one rule per kind of quantity:
 
@@ -20,7 +21,7 @@ Statistics over steady state, one rule per kind of quantity:
   (rank q/100·(n−1)).
 
 Values that are NaN, infinite or not positive (rates, times) are left out; a metric with no usable
-sample is None. The ROCm launcher's four summary lines are *not* preferred (they use another
+sample is None. ``runstats`` keeps the sums these statistics need while the log streams past. The ROCm launcher's four summary lines are *not* preferred (they use another
 warm-up rule); they fill a metric only when the iterations cannot produce it (e.g. no seq length
 for tokens/s, or the log tail without iteration lines).
 """
@@ -28,7 +29,7 @@ for tokens/s, or the log tail without iteration lines).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Sequence
 
 RUN_METRICS = (
     "training.throughput_per_gpu",
@@ -52,67 +53,12 @@ def warmup_cutoff(planned: int | None, last_step: int | None) -> int:
     return max(1, int(0.1 * basis))
 
 
-def _usable(values: Iterable[float], positive: bool) -> list[float]:
-    if positive:
-        return [v for v in values if 0.0 < v < math.inf]
-    return [v for v in values if -math.inf < v < math.inf]
-
-
-def mean(values: Iterable[float]) -> float | None:
-    vals = _usable(values, positive=False)
-    return sum(vals) / len(vals) if vals else None
-
-
-def harmonic_mean(values: Iterable[float]) -> float | None:
-    vals = _usable(values, positive=True)
-    return len(vals) / sum(1.0 / v for v in vals) if vals else None
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks, rank = q/100 * (n-1)."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    rank = q / 100.0 * (n - 1)
-    lo = int(math.floor(rank))
-    hi = min(lo + 1, n - 1)
-    frac = rank - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
-
-
 def derived_tokens(gbs: float, elapsed_ms: float, seq_length: int | None,
                    world_size: int | None) -> float | None:
     """tok/s/GPU = GBS * seq / (elapsed_s * world); None when an input is unknown or not > 0."""
     if not seq_length or not world_size or not (gbs > 0) or not (0 < elapsed_ms < math.inf):
         return None
     return gbs * seq_length * 1000.0 / (elapsed_ms * world_size)
-
-
-def tokens_column(logged: Sequence[float], gbs: Sequence[float], elapsed: Sequence[float],
-                  seq_length: int | None, world_size: int | None) -> list[float]:
-    """Per-step tokens/s/GPU: logged when printed, else derived (NaN when neither is possible)."""
-    out = []
-    for tok, g, ms in zip(logged, gbs, elapsed):
-        if tok == tok:
-            out.append(tok)
-        else:
-            d = derived_tokens(g, ms, seq_length, world_size)
-            out.append(math.nan if d is None else d)
-    return out
-
-
-def run_metrics(elapsed: Sequence[float], tflops: Sequence[float], tokens: Sequence[float],
-                mem: Sequence[float]) -> dict[str, float | None]:
-    """The ``training.*`` run metrics from steady-state columns (already cut after warm-up)."""
-    times = sorted(_usable(elapsed, positive=True))
-    return {
-        "training.throughput_per_gpu": harmonic_mean(tflops),
-        "training.tokens_per_gpu": harmonic_mean(tokens),
-        "training.elapsed_time_per_iteration": sum(times) / len(times) if times else None,
-        "training.mem_usage": mean(mem),
-        "training.step_time_p50_ms": percentile(times, 50.0),
-        "training.step_time_p95_ms": percentile(times, 95.0),
-    }
 
 
 def fill_from_summary(metrics: dict[str, float | None],
@@ -142,41 +88,3 @@ def percentile_of_counts(items: Sequence[tuple[float, int]], total: int, q: floa
             hi_value = value
             break
     return lo_value + (hi_value - lo_value) * (rank - lo)
-
-
-def merged_run_metrics(elapsed: Sequence[float], tflops: Sequence[float], tokens: Sequence[float],
-                       mem: Sequence[float], folded, derived_scale: float | None) -> dict[str, float | None]:
-    """``run_metrics`` over kept steady rows plus the sums of folded rows (``retention.Folded``).
-
-    ``derived_scale`` is world/(seq*1000): a folded row without logged tokens contributes
-    1/tokens = ms/GBS * scale to the harmonic mean; None when seq length or world size is unknown.
-    """
-    counts: dict[float, int] = {}
-    for value, count in folded.step_times.items():
-        if 0.0 < value < math.inf:
-            counts[value] = counts.get(value, 0) + count
-    for value in _usable(elapsed, positive=True):
-        counts[value] = counts.get(value, 0) + 1
-    items = sorted(counts.items())
-    n_times = sum(counts.values())
-    sum_times = sum(v * c for v, c in items)
-
-    def harmonic(values, n_extra: int, inv_extra: float) -> float | None:
-        vals = _usable(values, positive=True)
-        n = len(vals) + n_extra
-        return n / (sum(1.0 / v for v in vals) + inv_extra) if n else None
-
-    tok_n, tok_inv = folded.tokens_n, folded.tokens_inv
-    if derived_scale is not None:
-        tok_n += folded.derived_n
-        tok_inv += folded.derived_ms_per_gbs * derived_scale
-    mems = _usable(mem, positive=False)
-    mem_n = len(mems) + folded.mem_n
-    return {
-        "training.throughput_per_gpu": harmonic(tflops, folded.tflops_n, folded.tflops_inv),
-        "training.tokens_per_gpu": harmonic(tokens, tok_n, tok_inv),
-        "training.elapsed_time_per_iteration": sum_times / n_times if n_times else None,
-        "training.mem_usage": (sum(mems) + folded.mem_sum) / mem_n if mem_n else None,
-        "training.step_time_p50_ms": percentile_of_counts(items, n_times, 50.0),
-        "training.step_time_p95_ms": percentile_of_counts(items, n_times, 95.0),
-    }

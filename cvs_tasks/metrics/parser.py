@@ -1,83 +1,47 @@
 """Incremental training-log parser: feed text as it arrives, read iterations, metrics and errors.
 
-Feeding a log in arbitrary pieces (even split mid-line or mid-character-run) gives exactly the
-result of feeding it whole: only complete lines are processed, the partial tail waits for the next
-``feed``, and every piece of state is either order-free or follows file order.
+Feeding a log in arbitrary pieces (even split mid-line or mid-character) gives exactly the
+result of feeding it whole: only complete lines are processed, the partial tail waits for the
+next feed, and all state follows file order.
 
-How it stays fast (a log can be gigabytes): text is handled in windows of whole lines. When the
-C scanner is built (``native``, ``native_window``) it reads a window's iteration lines straight
-into typed columns and hands back only the other lines; a window it is not sure of goes the
-Python way, which gives the same result. The Python way: ``ITERATION_RE.split`` turns a window into the fields of every known iteration line plus the text
-between them, all in C; fields become typed columns with ``map``/``array`` and are appended in
-bulk. Only the text *between* iteration lines is searched for rare anchors (signatures, arguments
-dump, banners), with ``str.find`` on a lower-cased copy; the few lines holding an anchor are read
-one by one. Garbage and undecodable lines are skipped and counted in ``lines_skipped``.
+One path for every line: text is handled as bytes in windows of whole lines. ``grammar.HEAD``
+splits a window into iteration lines (read column-wise, see ``grammar``) and the text between
+them; only that text is searched for rare anchors (signatures, arguments dump, banners) and the
+few lines holding one are decoded and read one by one. Run metrics go to ``runstats`` (exact
+streaming sums), the per-step curve to ``curve`` (thinned past 20 000 steps).
 
-Past ``retention.RETAIN`` iterations the parser keeps a thinned set of rows and folds the others
-into exact run-metric sums (``cvs_tasks.metrics.retention``), so memory stays flat; such windows
-go through ``lean.read_window`` (without the scanner), which captures only the fields the sums
-need.
-
-The warm-up rule and the statistics are described in ``cvs_tasks.metrics.aggregate``.
+Bad input never raises: undecodable or NUL-holding lines, iteration-like lines that cannot be
+read (a step number of 19+ digits) and lines of ``MAX_LINE`` bytes or more are skipped and
+counted in ``lines_skipped``; memory stays bounded by a window plus ``MAX_LINE``.
 """
 
 from __future__ import annotations
 
-import re
+import math
+from bisect import bisect_right
 from itertools import accumulate, compress, repeat
+from operator import gt, mod, not_, sub
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.metrics import lean, native, retention
-from cvs_tasks.metrics import columns as columns_mod
-from cvs_tasks.metrics.iteration import (
-    COL, GROUPS, ITERATION_RE, STRIDE, parse_iteration_line,
-)
-from cvs_tasks.metrics.long_log import LongLogMixin
-from cvs_tasks.metrics.native_window import NativeWindowMixin
-from cvs_tasks.metrics.queries import ParserQueries
-from cvs_tasks.metrics.markers import MARKER_ANCHORS, LineFacts
-from cvs_tasks.metrics.signatures import (
-    ANCHORS, ITERATION_SIGNATURES, ErrorHit, anchored_line_starts, clean, hit, match_line,
-)
-from cvs_tasks.metrics.store import IterationBatch, IterationStore
-from cvs_tasks.metrics.uniform import lean_regex, learn_shape, shape_regex
+from cvs_tasks.metrics import grammar, lines
+from cvs_tasks.metrics.curve import Curve, IterationBatch
+from cvs_tasks.metrics.iteration import prefix_stamp
+from cvs_tasks.metrics.runstats import RunStats
+from cvs_tasks.metrics.signatures import ANCHORS as SIGNATURE_ANCHORS
+from cvs_tasks.metrics.signatures import MAX_TEXT, ITERATION_SIGNATURES, ErrorHit, Scanner, clean
+from cvs_tasks.metrics.summary import ParserViews
 
 DIALECTS = ("auto", "megatron", "primus")
-WINDOW = 1 << 21  # characters per processing window (whole lines)
-FAST_UNIFORM = True  # tests switch it off to prove both paths give the same result
-NATIVE = native.AVAILABLE  # the C scanner (native.py); tests switch it off the same way
-LEAN_MIN_STRIDE = 4  # below, re-reading the many kept lines costs more than the lean pass saves
-_ALL_ANCHORS = tuple(sorted(set(ANCHORS) | set(MARKER_ANCHORS)))
-_G = {name: GROUPS[name] for name in GROUPS}
-_GN_BAD = re.compile(r"grad norm:\s*[-+]?(?:nan|inf)", re.IGNORECASE)
-_LOSS_BAD = re.compile(r"\blm loss:\s*[-+]?(?:nan|inf)", re.IGNORECASE)
+WINDOW = 4 << 20  # bytes per processing window (whole lines)
+MAX_LINE = 4 << 20  # a line this long or longer is skipped
+MAX_HITS = 500  # error hits stored; past it only fatal ones (up to MAX_FATAL), the rest counted
+MAX_FATAL = 100
+_ANCHORS = tuple(sorted(set(SIGNATURE_ANCHORS) | set(lines.ANCHORS)
+                        | {"elapsed time per iteration (", "\ufffd", "\x00"}))
+_NAN = math.nan
 
 
-def _line_text(block: str, first_line: int, line_no: int) -> str:
-    """The text of one line of a window (used only for the rare flagged iteration)."""
-    pos = 0
-    for _ in range(line_no - first_line):
-        pos = block.find("\n", pos) + 1
-        if pos == 0:
-            return ""
-    end = block.find("\n", pos)
-    return clean(block[pos: end if end != -1 else len(block)])[:400]
-
-
-def _windows(data, end: int, newline):
-    """(start, stop) of consecutive windows of whole lines of ``data[:end]``, about WINDOW long."""
-    pos = 0
-    while pos < end:
-        stop = end
-        if end - pos > WINDOW:
-            stop = data.rfind(newline, pos, pos + WINDOW) + 1
-            if stop <= pos:  # one line longer than a window
-                stop = data.find(newline, pos + WINDOW) + 1
-        yield pos, stop
-        pos = stop
-
-
-class LogParser(NativeWindowMixin, LongLogMixin, ParserQueries):
+class LogParser(ParserViews):
     """Parse one node's training log (any dialect); see the module docstring."""
 
     def __init__(self, dialect: str = "auto", seq_length: int | None = None,
@@ -92,277 +56,280 @@ class LogParser(NativeWindowMixin, LongLogMixin, ParserQueries):
         self._dialect = dialect
         self._seq, self._world, self._gbs = seq_length, world_size, global_batch_size
         self.model = model
-        self._store = IterationStore()
-        self.facts = LineFacts()
+        self.facts = lines.LineFacts()
+        self.stats = RunStats()
+        self.curve = Curve()
+        self._scanner = Scanner()
         self._features: set[str] = set()
-        self._tail = ""
+        self._tail = b""
+        self._skipping = False  # inside a line of MAX_LINE bytes or more
+        self._finished = False
         self.lines = 0  # complete lines processed
         self.lines_skipped = 0
         self.errors: list[ErrorHit] = []
+        self.errors_dropped = 0
+        self.fatal_seen = False
         self._error_cursor = 0
         self._loss_seen = False
-        self._finished = False
-        self._shape = None
-        self._lean = None  # lean_regex of the current shape (None: not a plain Megatron shape)
-        self._lean_bytes = None  # the same pattern for bytes windows (feed_bytes)
-        self._btail = b""  # partial last line of feed_bytes
-        self._stride = 1  # retention stride (1 = every row kept)
-        self._folded = retention.Folded()
-        self._feed_blocks: list = []  # windows of this feed: a batch re-reads a row folded later
+        self.first_loss: tuple[int, float] | None = None
+        self.last_loss: tuple[int, float] | None = None
+        self._planned: int | None = None
 
-    # --- feeding ---------------------------------------------------------------------------
+    # --- feeding -------------------------------------------------------------------------------
     def feed(self, text: str) -> IterationBatch:
         """Parse the complete lines in ``tail + text``; returns the iterations they held."""
-        if self._finished:
-            raise RuntimeError("LogParser.feed() after finish()")
-        if self._btail:
-            raise RuntimeError("LogParser.feed() while a feed_bytes() line is incomplete: use one of them")
-        self._feed_blocks = []
-        data = self._tail + text if self._tail else text
-        cut = data.rfind("\n")
-        if cut == -1:
-            self._tail = data
-            return self._batch([])
-        self._tail = data[cut + 1:]
-        return self._batch(self._consume(data, cut + 1))
+        return self.feed_bytes(text.encode("utf-8", "replace"))
 
     def feed_bytes(self, data: bytes) -> IterationBatch:
-        """``feed`` for raw UTF-8 bytes as read from a file (undecodable bytes become U+FFFD).
-
-        Same result as feeding the decoded text; windows the native scanner or the lean pass can
-        read are never decoded.
-        Use either ``feed`` or ``feed_bytes`` on one parser.
-        """
+        """``feed`` for raw bytes as read from a file (undecodable bytes are skipped and counted)."""
         if self._finished:
-            raise RuntimeError("LogParser.feed_bytes() after finish()")
-        if self._tail:
-            raise RuntimeError("LogParser.feed_bytes() while a feed() line is incomplete: use one of them")
-        self._feed_blocks = []
-        data = self._btail + data if self._btail else data
+            raise RuntimeError("LogParser.feed() after finish()")
+        if self._skipping:
+            cut = data.find(b"\n")
+            if cut == -1:
+                return IterationBatch([], self._materialize)
+            self._skipping, data = False, data[cut + 1:]
+        data = self._tail + data if self._tail else data
         end = data.rfind(b"\n") + 1
-        self._btail = data[end:]
-        steps: list[int] = []
-        for pos, stop in _windows(data, end, b"\n"):
-            block = data[pos:stop] if (pos or stop != len(data)) else data
-            found = self._process_native(block) if NATIVE else None
-            if found is None and self._lean_ready():
-                found = self._process_lean(block)
-            if found is not None:  # read without decoding
-                self._feed_blocks.append(block)
-                if len(self._store) > retention.RETAIN:
-                    self._thin()
-            else:
-                found = self._process(block.decode("utf-8", errors="replace"), try_native=False)
-            steps.extend(found)
-        return self._batch(steps)
+        self._tail = data[end:]
+        if len(self._tail) >= MAX_LINE:
+            self._skip_long_line()
+        made: list = []
+        pos = 0
+        while pos < end:
+            stop = data.rfind(b"\n", pos, pos + WINDOW) + 1
+            if stop <= pos:  # no newline within a window: a line of MAX_LINE bytes or more
+                stop = data.find(b"\n", pos) + 1
+                if stop - pos - 1 >= MAX_LINE:
+                    self.lines += 1
+                    self.lines_skipped += 1
+                    pos = stop
+                    continue
+            made.extend(self._window(data[pos:stop] if (pos or stop != len(data)) else data))
+            pos = stop
+        return IterationBatch(made, self._materialize)
+
+    def _skip_long_line(self) -> None:
+        self._tail, self._skipping = b"", True
+        self.lines += 1
+        self.lines_skipped += 1
 
     def finish(self) -> IterationBatch:
         """The log ended: parse the last line even without a newline. Idempotent."""
         if self._finished:
-            return self._batch([])
-        self._feed_blocks = []
-        if self._btail:
-            self._tail, self._btail = self._btail.decode("utf-8", errors="replace"), b""
-        tail, self._tail = self._tail, ""
-        steps = self._consume(tail + "\n", len(tail) + 1) if tail else []
+            return IterationBatch([], self._materialize)
+        tail, self._tail = self._tail, b""
+        made = self._window(tail + b"\n") if tail and not self._skipping else []
         self._finished = True
-        return self._batch(steps)
+        return IterationBatch(made, self._materialize)
 
-    def _consume(self, data: str, end: int) -> list[int]:
-        steps: list[int] = []
-        for pos, stop in _windows(data, end, "\n"):
-            steps.extend(self._process(data[pos:stop] if (pos or stop != len(data)) else data))
-        return steps
-
-    def _batch(self, steps: list[int]) -> IterationBatch:
-        blocks = self._feed_blocks
-        if not blocks:
-            return IterationBatch(self._store, self._materialize, steps)
-
-        def lookup(step: int) -> tuple | None:
-            for block in blocks:
-                found = lean.lines_of_steps(block, [step])
-                if found:
-                    line = found[0] if isinstance(found[0], str) else found[0].decode("utf-8", "replace")
-                    return parse_iteration_line(clean(line))
-            return None
-        return IterationBatch(self._store, self._materialize, steps, lookup)
-
-    # --- one window of whole lines -------------------------------------------------------------
-    def _process(self, block: str, try_native: bool = True) -> list[int]:
-        self._feed_blocks.append(block)
-        steps = self._process_native(block) if NATIVE and try_native else None
-        if steps is not None:
-            if len(self._store) > retention.RETAIN:
-                self._thin()
-            return steps
-        tried_lean = self._lean_ready()
-        if tried_lean:
-            steps = self._process_lean(block)
-        if steps is None:
-            steps = self._process_full(block)
-            if tried_lean and steps:
-                self._learn_shape(block)  # e.g. the batch size changed: relearn the lean regex
-        if len(self._store) > retention.RETAIN:
-            self._thin()
-        return steps
-
-    def _process_full(self, block: str) -> list[int]:
-        parts = None
-        if self._shape is not None and FAST_UNIFORM:
-            regex, constants = self._shape
-            parts = regex.split(block)
-            stride, index = regex.groups + 1, regex.groupindex
-            others = parts[0::stride]
-            if "elapsed time per iteration" in "".join(others):
-                parts = None  # another line shape in this window: use the general pattern
-        if parts is not None:
-            n = (len(parts) - 1) // stride
-            none = [None] * n
-
-            def c(name: str) -> list:
-                if name in index:
-                    return parts[index[name]::stride]
-                return [constants[name]] * n if name in constants else none
-        else:
-            parts = ITERATION_RE.split(block)
-            n = (len(parts) - 1) // STRIDE
-            others = parts[0::STRIDE]
-            c = lambda name: parts[_G[name]::STRIDE]  # noqa: E731
-            if n and FAST_UNIFORM:
-                self._learn_shape(block)
+    # --- one window of whole lines ---------------------------------------------------------------
+    def _window(self, block: bytes) -> list:
+        parts = grammar.HEAD.split(block)
+        stride = grammar.HEAD_GROUPS + 1
+        others = parts[0::stride]
+        made: list = []
         first_line = self.lines + 1
-        slow_rows: list[tuple[int, int, tuple, str]] = []  # (fast rows before, line, row, text)
-        hits: list[ErrorHit] = []
-        newlines_before = 0
-        for j in compress(range(n + 1), others):
-            piece = others[j]
-            self._scan_piece(piece, first_line + j + newlines_before, j, slow_rows, hits)
-            newlines_before += piece.count("\n")
-        self.lines += n + newlines_before
+        if len(parts) > 1:
+            heads, steps, totals, rests = (parts[k::stride] for k in range(1, stride))
+            groups, rejected, unreadable = grammar.read_matches(steps, totals, rests)
+            self.lines_skipped += unreadable
+            for j in rejected:  # "iteration 5/10 | ..." without a step time: ordinary text
+                others[j] = others[j] + heads[j] + rests[j] + b"\n"  # read it with the next piece
+                others[j + 1] = others[j + 1][1:]
 
-        steps = list(map(int, c("step")))
-        if n:
-            columns_mod.note_columns(self._features, c, n)
-        columns = columns_mod.typed_columns(c, n) if n else []
-        flagged = n and self._needs_row_checks(c, n)
-        if not slow_rows and not flagged and self._append_columns(steps, columns, block):
-            if n and not self._loss_seen and c("loss").count(None) != n:
-                self._loss_seen = True
+            def line_of(j: int) -> str:
+                line = others[j][others[j].rfind(b"\n") + 1:] + heads[j] + rests[j]
+                return clean(line.decode("utf-8", "replace"))
+        cum = list(accumulate(map(bytes.count, others, repeat(b"\n"))))  # newlines up to piece j
+        self.lines += cum[-1]
+        if len(parts) > 1:
+            for rows in groups:
+                made.extend(self._rows(rows, others, cum, first_line, line_of))
+        self._scan_others(others, cum, first_line)
+        return made
+
+    def _scan_others(self, others: list[bytes], cum: list[int], first_line: int) -> None:
+        """Read the lines between iteration lines that hold an anchor.
+
+        Piece j of ``others`` is the end of iteration line j-1 (a newline), whole other lines,
+        and the start of iteration line j (its prefix); only whole lines are read, so the pieces
+        that hold any are joined into one text and searched for anchors at once.
+        """
+        last = len(others) - 1
+        counts = [cum[0]] + list(map(sub, cum[1:], cum[:-1]))
+        chosen = list(compress(range(last), map(gt, counts[:last], repeat(1))))
+        if last and counts[0] == 1 and (not chosen or chosen[0] != 0):
+            chosen.insert(0, 0)
+        pieces = [others[j][: others[j].rfind(b"\n") + 1] for j in chosen] + [others[last]]
+        bases = [first_line + (cum[j - 1] if j else 0) for j in chosen + [last]]
+        data = b"".join(pieces)
+        text = data.decode("utf-8", "replace")
+        if len(text) == len(data):
+            lengths = list(map(len, pieces))
         else:
-            ordered = self._ordered_rows(steps, columns, slow_rows, others, first_line, c)
-            for line_no, row, gn_bad, loss_bad in ordered:
-                if row[0] <= self._folded.max_step and self._store.position(row[0]) is None:
-                    self._folded.late = True  # may repeat a step already folded into the sums
-                self._store.put_row(row)
-                self._row_checks(row, line_no, gn_bad, loss_bad, hits, block, first_line)
-            steps = [item[1][0] for item in ordered]
-        hits.sort(key=lambda h: h.line)
-        self.errors.extend(hits)
-        return steps
-
-    def _learn_shape(self, block: str) -> None:
-        """Remember the shape of the window's last line when it is a known iteration line."""
-        start = block.rfind("\n", 0, len(block) - 1) + 1
-        line = block[start:]
-        if ITERATION_RE.fullmatch(line):
-            shape = learn_shape(line[:-1])
-            if shape is not None:
-                self._shape = shape_regex(shape)
-                self._lean = lean_regex(line[:-1], shape)
-                self._lean_bytes = (re.compile(self._lean.pattern.encode("utf-8"), re.MULTILINE)
-                                    if self._lean is not None else None)
-
-    # --- retention: rows past RETAIN are folded into exact sums ----------------------------------
-    def _lean_ready(self) -> bool:
-        # lean rows carry no loss value: only once a finite loss is known at an earlier step
-        return (self._lean is not None and self._stride >= LEAN_MIN_STRIDE and self._loss_seen
-                and FAST_UNIFORM)
-
-    def _needs_row_checks(self, c, n: int) -> bool:
-        """Cheap whole-column tests: does any row carry a NaN sign or a skipped step?"""
-        if c("nan").count("0") != n or c("skip").count("0") != n:
-            return True
-        if "n" in "".join(filter(None, c("gn"))).lower():
-            return True
-        losses = c("loss")
-        missing = losses.count(None)
-        if missing and (self._loss_seen or missing != n):
-            return True
-        return "n" in "".join(filter(None, losses)).lower()
-
-    def _ordered_rows(self, steps, columns, slow_rows, others, first_line, c):
-        """Fast and slow rows merged in file order: (line, row, grad norm bad, loss bad)."""
-        fast = []
-        if steps:
-            cum = list(accumulate(map(str.count, others, repeat("\n"))))
-            bad = lambda s: s is not None and "n" in s.lower()  # noqa: E731  nan / inf printed
-            gn_bad = map(bad, c("gn"))
-            loss_bad = map(bad, c("loss"))
-            fast = [(first_line + i + cum[i], row, g, lo) for i, (row, g, lo) in
-                    enumerate(zip(zip(steps, *columns[1:]), gn_bad, loss_bad))]
-        merged = []
-        k = 0
-        for before, line_no, row, line in slow_rows:
-            merged.extend(fast[k:before])
-            k = before
-            merged.append((line_no, row, bool(_GN_BAD.search(line)), bool(_LOSS_BAD.search(line))))
-        merged.extend(fast[k:])
-        return merged
-
-    def _row_checks(self, row, line_no, gn_bad, loss_bad, hits, block, first_line) -> None:
-        """Iteration-line signatures: NaN counters, non-finite grad norm or loss, missing loss."""
-        loss = row[COL["loss"]]
-        name = None
-        if row[COL["nan_iters"]] > 0:
-            name = "nan_iterations"
-        elif gn_bad:
-            name = "grad_norm_not_finite"
-        elif loss_bad:
-            name = "lm_loss_not_finite"
-        elif loss != loss and self._loss_seen:
-            name = "lm_loss_missing"
-        elif row[COL["skipped"]] > 0:
-            name = "skipped_iterations"
-        if loss == loss and not loss_bad:
-            self._loss_seen = True
-        if name is not None:
-            cls, fatal = ITERATION_SIGNATURES[name]
-            hits.append(ErrorHit(name, cls, fatal, line_no, _line_text(block, first_line, line_no)))
-
-    # --- text between iteration lines ------------------------------------------------------------
-    def _scan_piece(self, piece, first_line, fast_before, slow_rows, hits) -> None:
-        lower = piece.lower()
-        if len(lower) != len(piece):
-            starts = [0] + [i + 1 for i, ch in enumerate(piece) if ch == "\n"][:-1]
+            decoded = [p.decode("utf-8", "replace") for p in pieces]
+            text, lengths = "".join(decoded), list(map(len, decoded))
+        offsets = [0] + list(accumulate(lengths))
+        lower = text.lower()
+        if len(lower) != len(text):  # a case change altered lengths: read every line
+            starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
         else:
-            starts = anchored_line_starts(lower, _ALL_ANCHORS)
-        line_no, prev = first_line, 0
+            starts = _anchored_line_starts(lower, _ANCHORS)
         for start in starts:
-            line_no += piece.count("\n", prev, start)
-            prev = start
-            end = piece.find("\n", start)
-            raw = piece[start: end if end != -1 else len(piece)]
-            self._read_line(clean(raw), line_no, fast_before, slow_rows, hits)
+            k = bisect_right(offsets, start) - 1
+            line_no = bases[min(k, len(bases) - 1)] + text.count("\n", offsets[k], start)
+            end = text.find("\n", start)
+            self._read_line(clean(text[start: end if end != -1 else len(text)]), line_no)
 
-    def _read_line(self, line, line_no, fast_before, slow_rows, hits) -> None:
+    def _read_line(self, line: str, line_no: int) -> None:
         low = line.lower()
-        known = False
-        if "elapsed time per iteration (ms)" in low and "iteration" in low:
-            row = parse_iteration_line(line)
-            if row is None:
-                self.lines_skipped += 1
-                return
-            slow_rows.append((fast_before, line_no, row, line))
-            columns_mod.note_line(self._features, line)
-            known = True
-        sig = match_line(line, low)
-        if sig is not None:
-            hits.append(hit(sig, line_no, line))
-            known = True
-        if not known:
-            known = self.facts.read(line, low)
+        if "elapsed time per iteration (" in low and "iteration" in low and "|" in line:
+            self.lines_skipped += 1  # an iteration line the grammar could not read
+            return
+        found = self._scanner.scan(line, low, line_no) if any(a in low for a in SIGNATURE_ANCHORS) else None
+        if found is not None:
+            self._add_hit(found)
+        known = self.facts.read(line, low) or found is not None
         if not known and ("\ufffd" in line or "\x00" in line):
             self.lines_skipped += 1
 
-    # --- reading ---------------------------------------------------------------------------
+    def _add_hit(self, found: ErrorHit) -> None:
+        self.fatal_seen = self.fatal_seen or found.fatal
+        if len(self.errors) < MAX_HITS or (found.fatal and sum(e.fatal for e in self.errors) < MAX_FATAL):
+            self.errors.append(found)
+        else:
+            self.errors_dropped += 1
+
+    # --- iteration rows ----------------------------------------------------------------------
+    def _rows(self, rows: grammar.Rows, others: list[bytes], cum: list[int], first_line: int,
+              line_of) -> list:
+        n = len(rows)
+        self._note_features(rows, others)
+        gbs = rows.col("gbs")
+        fallback_gbs = self._gbs or self.facts.arg_int("global_batch_size")
+        if self._gbs or gbs is None:
+            gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
+        self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
+                       rows.col("mem"), gbs)
+        self._row_checks(rows, cum, first_line, line_of)
+        self._track_loss(rows)
+        self._planned = rows.totals[-1]
+
+        def row_at(k: int) -> tuple:
+            return next(_curve_rows(rows.subset([k]), others))
+
+        curve = self.curve
+        if curve.stride == 1:
+            kept = rows
+        else:
+            kept = rows.subset(list(compress(range(n), map(not_, map(mod, rows.steps, repeat(curve.stride))))))
+        for row in _curve_rows(kept, others):
+            curve.add(row)
+        curve.add(row_at(n - 1))  # the latest row is always readable
+        return [(row_at, n)]
+
+    def _track_loss(self, rows: grammar.Rows) -> None:
+        text = rows.text("loss")
+        loss = rows.cols.get("loss") if text is None else None
+        if text is None and loss is None:
+            return
+        values = (lambda k: grammar.to_float(text[k])) if text is not None else loss.__getitem__
+        finite = lambda k: -math.inf < values(k) < math.inf  # noqa: E731
+        first = next((k for k in range(len(rows)) if finite(k)), None)
+        if first is None:
+            return
+        last = next(k for k in range(len(rows) - 1, -1, -1) if finite(k))
+        if self.first_loss is None:
+            self.first_loss = (rows.steps[first], values(first))
+        self.last_loss = (rows.steps[last], values(last))
+
+    def _row_checks(self, rows: grammar.Rows, cum: list[int], first_line: int, line_of) -> None:
+        """Signatures read from fields: NaN counters, non-finite grad norm or loss, missing loss."""
+        if self._quiet(rows):
+            self._loss_seen = self._loss_seen or "loss" in rows.raw or rows.cols.get("loss") is not None
+            return
+        nan_iters, skipped, gn, loss = (rows.col(f) for f in ("nan_iters", "skipped", "grad_norm", "loss"))
+        for k in range(len(rows)):
+            value = loss[k] if loss is not None else None
+            name = None
+            if nan_iters is not None and nan_iters[k] > 0:
+                name = "nan_iterations"
+            elif gn is not None and not math.isfinite(gn[k]):
+                name = "grad_norm_not_finite"
+            elif value is not None and not math.isfinite(value):
+                name = "lm_loss_not_finite"
+            elif value is None and self._loss_seen:
+                name = "lm_loss_missing"
+            elif skipped is not None and skipped[k] > 0:
+                name = "skipped_iterations"
+            if value is not None and math.isfinite(value):
+                self._loss_seen = True
+            if name is not None:
+                cls, fatal = ITERATION_SIGNATURES[name]
+                j = rows.index[k]
+                self._add_hit(ErrorHit(name, cls, fatal, first_line + cum[j], line_of(j)[:MAX_TEXT]))
+
+    def _quiet(self, rows: grammar.Rows) -> bool:
+        """True when no line can carry an iteration signature (checked on the text, in C)."""
+        if not rows.raw:  # lines read one by one: decide on the floats
+            cols = rows.cols
+            return (all(max(cols.get(f) or [0.0]) <= 0 for f in ("nan_iters", "skipped"))
+                    and all(all(map(math.isfinite, cols.get(f) or [])) for f in ("grad_norm", "loss"))
+                    and (cols.get("loss") is not None or not self._loss_seen))
+        for field in ("nan_iters", "skipped"):
+            text = rows.text(field)
+            if text is not None and (text.count(text[0]) != len(text) or grammar.to_float(text[0]) != 0):
+                return False
+        for field in ("grad_norm", "loss"):
+            text = rows.text(field)
+            if text is not None and b"n" in b"".join(text).lower():  # nan or inf
+                return False
+        return "loss" in rows.raw or not self._loss_seen
+
+    def _note_features(self, rows: grammar.Rows, others: list[bytes]) -> None:
+        f = self._features
+        f.add("iterations")
+        f.update(grammar.FEATURE_LABELS[label] for label in rows.plan.labels if label in grammar.FEATURE_LABELS)
+        if "pairs" not in f and b"/" in b"".join(rows.text("ms") or []):
+            f.add("pairs")
+        if "tf_avg_form" not in f and b"(avg" in b"".join(rows.text("tflops") or []):
+            f.add("tf_avg_form")
+        for k in (0, len(rows) - 1):
+            prefix = prefix_text(others[rows.index[k]])
+            stamp = prefix_stamp(prefix)
+            f.add("no_ts" if stamp is None else "ts_us" if "." in stamp else "ts_s")
+            if "rank-" in prefix:
+                f.add("rank_prefix")
+
+
+_ROW_FIELDS = ("ms", "ms_avg", "tflops", "tflops_avg", "tokens", "tokens_avg", "lr", "gbs", "loss",
+               "grad_norm", "skipped", "nan_iters", "mem")
+
+
+def _curve_rows(rows: grammar.Rows, others: list[bytes]):
+    """Curve rows (``iteration.COLUMNS`` order, the last item the text before ``iteration``)."""
+    n = len(rows)
+    columns = [rows.col(f) or [_NAN] * n for f in _ROW_FIELDS]
+    prefixes = [others[j][-64:] for j in rows.index]
+    return zip(rows.steps, map(float, rows.totals), *columns, prefixes)
+
+
+def prefix_text(other: bytes) -> str:
+    """The text on an iteration line before ``iteration`` (the tail of the text before it)."""
+    return clean(other[other.rfind(b"\n") + 1:].decode("utf-8", "replace"))
+
+
+def _anchored_line_starts(lower: str, anchors) -> list[int]:
+    """Start offsets of the lines of ``lower`` that contain any anchor (sorted, unique)."""
+    starts: set[int] = set()
+    find, rfind = lower.find, lower.rfind
+    for anchor in anchors:
+        pos = find(anchor)
+        while pos != -1:
+            starts.add(rfind("\n", 0, pos) + 1)
+            line_end = find("\n", pos)
+            if line_end == -1:
+                break
+            pos = find(anchor, line_end)
+    return sorted(starts)

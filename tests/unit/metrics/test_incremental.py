@@ -51,14 +51,6 @@ def test_one_character_at_a_time(name):
 
 
 @pytest.mark.parametrize("name", LOGS)
-def test_shape_fast_path_and_general_path_agree(name, monkeypatch):
-    text = (FIXTURES / name).read_text()
-    fast = snapshot(whole(text))
-    monkeypatch.setattr(parser_module, "FAST_UNIFORM", False)
-    assert snapshot(whole(text)) == fast
-
-
-@pytest.mark.parametrize("name", LOGS)
 def test_small_windows_agree_with_one_window(name, monkeypatch):
     text = (FIXTURES / name).read_text()
     expected = snapshot(whole(text))

@@ -35,7 +35,8 @@ def test_scan_lists_hits_and_exits_1_on_fatal(fixture_log, capsys):
     assert exc.value.code == 1
     hits = json.loads(capsys.readouterr().out)
     assert hits == [{"name": "gpu_oom", "class": "oom", "fatal": True, "line": 30,
-                     "text": hits[0]["text"]}]
+                     "text": hits[0]["text"], "hint": hits[0]["hint"]}]
+    assert "micro batch size" in hits[0]["hint"]
     assert "HIP out of memory" in hits[0]["text"]
 
 

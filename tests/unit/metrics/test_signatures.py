@@ -77,7 +77,7 @@ HITS = [
      "torchrun_failed", "process", True),
     ("Unable to load optimizer from checkpoint /ckpt. Specify --no-load-optim or --finetune",
      "checkpoint_load_error", "process", True),
-    ("Traceback (most recent call last):", "python_traceback", "process", False),
+    ("Traceback (most recent call last):", "python_traceback", "exception", False),
 ]
 
 BENIGN = [

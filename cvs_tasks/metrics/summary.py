@@ -7,17 +7,17 @@ inherits these read-only views.
 from __future__ import annotations
 
 import math
-from array import array
 
 from cvs_tasks.metrics import aggregate, flops
-from cvs_tasks.metrics import columns as columns_mod
-from cvs_tasks.metrics.iteration import COL, Iteration, iteration_from_row
-from cvs_tasks.metrics.signatures import ErrorHit
-from cvs_tasks.metrics.store import IterationMap
+from cvs_tasks.metrics.curve import IterationMap
+from cvs_tasks.metrics.iteration import COL, Iteration, iteration_from_row, prefix_stamp, timestamp_seconds
+from cvs_tasks.metrics.signatures import ErrorHit, root_cause
+
+PRIMUS_FEATURES = frozenset({"pairs", "tok_harmonic", "tok_per_gpu", "tf_compute", "hip", "rank_prefix"})
 
 
-class ParserQueries:
-    """Read-only views over a parser's state (``_store``, ``facts``, ``errors`` and friends)."""
+class ParserViews:
+    """Read-only views over a parser's state (``stats``, ``curve``, ``facts``, ``errors``)."""
 
     @property
     def seq_length(self) -> int | None:
@@ -34,16 +34,37 @@ class ParserQueries:
         return self._gbs or self.facts.arg_int("global_batch_size")
 
     @property
+    def arguments(self) -> dict[str, str]:
+        """The whole arguments dump, name -> value as printed (Megatron-LM, DeepSpeed, Primus)."""
+        return dict(self.facts.args)
+
+    @property
     def dialect(self) -> str | None:
         """``megatron`` or ``primus`` (the flag given, or detected); None before any evidence."""
         if self._dialect != "auto":
             return self._dialect
-        return columns_mod.detect_dialect(self._features, self.facts)
+        if self.facts.primus_evidence or self._features & PRIMUS_FEATURES:
+            return "primus"
+        if "iterations" in self._features or self.facts.args or self.facts.launcher_summary:
+            return "megatron"
+        return None
 
     @property
     def flavour(self) -> str | None:
-        """Which generation printed the lines (log_formats.md): upstream, rocm-fork, primus-*."""
-        return columns_mod.flavour_of(self.dialect, self._features, self.facts)
+        """Which generation printed the lines (log_formats.md): upstream, rocm-fork,
+        megatron-deepspeed, primus-legacy, primus-b1, primus-b2, primus-b3 or primus."""
+        f, dialect = self._features, self.dialect
+        if dialect == "primus":
+            if "tok_harmonic" in f:
+                return "primus-b3" if f & {"tf_avg_form", "tf_compute"} else "primus-b2"
+            if "tok_per_gpu" in f:
+                return "primus-b1" if f & {"ts_us", "ts_s"} else "primus-legacy"
+            return "primus"
+        if dialect == "megatron":
+            if "deepspeed" in f:
+                return "megatron-deepspeed"
+            return "rocm-fork" if "mem_usages" in f or self.facts.launcher_summary else "upstream"
+        return None
 
     @property
     def timestamps(self) -> str | None:
@@ -52,21 +73,17 @@ class ParserQueries:
 
     @property
     def iterations(self) -> IterationMap:
-        """step -> Iteration, sorted by step; a repeated step keeps its last line."""
-        return IterationMap(self._store, self._materialize)
+        """step -> Iteration, sorted by step (thinned evenly past 20 000 steps, see ``curve``)."""
+        return IterationMap(self.curve, self._materialize)
 
     @property
     def last_step(self) -> int | None:
-        return self._store.last_step
+        return self.stats.last
 
     @property
     def planned(self) -> int | None:
         """Planned iteration count: the ``/T`` of the latest step, else ``train_iters``."""
-        if self._store.steps:
-            total = self._store.cols[COL["total"]][-1]
-            if total == total:
-                return int(total)
-        return self.facts.arg_int("train_iters")
+        return self._planned or self.facts.arg_int("train_iters")
 
     @property
     def completed(self) -> bool:
@@ -78,11 +95,18 @@ class ParserQueries:
 
     @property
     def warmup_cutoff(self) -> int:
+        if self.stats.cutoff is not None:
+            return self.stats.cutoff
         return aggregate.warmup_cutoff(self.planned, self.last_step)
 
     @property
     def fatal_errors(self) -> list[ErrorHit]:
         return [e for e in self.errors if e.fatal]
+
+    @property
+    def root_cause(self) -> ErrorHit | None:
+        """The fatal hit that explains a failure (``signatures.root_cause``)."""
+        return root_cause(self.errors)
 
     def new_errors(self) -> list[ErrorHit]:
         """Hits found since the previous call (for a watch loop)."""
@@ -91,6 +115,10 @@ class ParserQueries:
         return fresh
 
     def _materialize(self, row: tuple) -> Iteration:
+        """A stored row (its last item: the text before ``iteration``) as an ``Iteration``."""
+        prefix = row[-1]
+        stamp = prefix_stamp(prefix.decode("utf-8", "replace")) if isinstance(prefix, bytes) else None
+        row = row[:-1] + (timestamp_seconds(stamp),)
         derived = None
         if row[COL["tokens_per_gpu"]] != row[COL["tokens_per_gpu"]]:
             gbs = self._gbs or row[COL["global_batch_size"]]
@@ -98,38 +126,15 @@ class ParserQueries:
                                                self.world_size)
         return iteration_from_row(row, derived)
 
-    def _steady_tokens(self, start: int) -> list[float]:
-        cols = self._store.cols
-        logged = cols[COL["tokens_per_gpu"]][start:]
-        elapsed = cols[COL["elapsed_ms"]][start:]
-        gbs = cols[COL["global_batch_size"]][start:]
-        if self._gbs:
-            gbs = array("d", [float(self._gbs)]) * len(elapsed)
-        return aggregate.tokens_column(logged, gbs, elapsed, self.seq_length, self.world_size)
-
     def metrics(self) -> dict[str, float | None]:
-        """The ``training.*`` run metrics over steady state (None when unknown)."""
-        start = self._store.first_after(self.warmup_cutoff)
-        cols = self._store.cols
-        steady = (cols[COL["elapsed_ms"]][start:], cols[COL["tflops"]][start:],
-                  self._steady_tokens(start), cols[COL["mem_ratio"]][start:])
-        if self._folded.rows:
-            seq, world = self.seq_length, self.world_size
-            scale = world / (seq * 1000.0) if seq and world else None
-            found = aggregate.merged_run_metrics(*steady, self._folded, scale)
-        else:
-            found = aggregate.run_metrics(*steady)
+        """The ``training.*`` run metrics (None when unknown); ``metrics_steps`` says which steps."""
+        found = self.stats.metrics(self.seq_length, self.world_size)
         return aggregate.fill_from_summary(found, self.facts.launcher_summary)
 
     @property
-    def metrics_exact(self) -> bool:
-        """False only when folded rows may be counted differently than a full recount would."""
-        return self._folded.exact(self.warmup_cutoff)
-
-    @property
     def iterations_parsed(self) -> int:
-        """Distinct iteration steps parsed, kept or folded."""
-        return len(self._store) + self._folded.rows
+        """Distinct iteration steps counted in the run metrics (all attempts)."""
+        return self.stats.counted
 
     def model_dims(self) -> flops.ModelDims | None:
         """Model shape: the ``model`` name given, refined by the arguments dump when it has one."""
@@ -142,33 +147,26 @@ class ParserQueries:
 
     def loss_points(self) -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
         """(step, loss) of the first and the last iteration that printed a finite loss."""
-        steps, losses = self._store.steps, self._store.cols[COL["loss"]]
-        finite = [i for i, v in enumerate(losses) if -math.inf < v < math.inf]
-        first = (steps[finite[0]], losses[finite[0]]) if finite else None
-        last = (steps[finite[-1]], losses[finite[-1]]) if finite else None
-        folded_first, folded_last = self._folded.first_loss, self._folded.last_loss
-        if folded_first is not None and (first is None or folded_first[0] < first[0]):
-            first = folded_first
-        if folded_last is not None and (last is None or folded_last[0] > last[0]):
-            last = folded_last
-        return first, last
+        return self.first_loss, self.last_loss
 
     def summary(self) -> dict:
         """The ``logs.parse --json`` object."""
         metrics = self.metrics()
         first, last = self.loss_points()
+        cause = self.root_cause
         return {
             "dialect": self.dialect,
             "flavour": self.flavour,
             "timestamps": self.timestamps,
             "iterations": self.last_step,
             "iterations_parsed": self.iterations_parsed,
-            "iterations_kept": len(self._store),
-            "metrics_exact": self.metrics_exact,
+            "iterations_kept": len(self.curve.rows),
+            "metrics_exact": True,
             "planned_iterations": self.planned,
             "completed": self.completed,
             "warmup_cutoff": self.warmup_cutoff,
             "metrics": metrics,
+            "metrics_steps": self.stats.describe(),
             "tflops_recomputed": self.tflops_recomputed(metrics),
             "loss": {"first": first[1] if first else None, "first_step": first[0] if first else None,
                      "last": last[1] if last else None, "last_step": last[0] if last else None},
@@ -176,10 +174,13 @@ class ParserQueries:
             "seq_length": self.seq_length,
             "world_size": self.world_size,
             "global_batch_size": self.global_batch_size,
-            "launcher_summary": dict(self.facts.launcher_summary),
+            "arguments": self.arguments,
+            "launcher_summary": {k: v if math.isfinite(v) else None
+                                 for k, v in self.facts.launcher_summary.items()},
             "lines": self.lines,
             "lines_skipped": self.lines_skipped,
             "errors": [e.to_dict() for e in self.errors],
-            "fatal": any(e.fatal for e in self.errors),
+            "errors_dropped": self.errors_dropped,
+            "root_cause": cause.to_dict() if cause else None,
+            "fatal": self.fatal_seen,
         }
-

@@ -1,0 +1,108 @@
+"""The per-step curve kept for reports and the watcher: every step of a realistic run, thinned
+evenly past ``MAX_ROWS`` so a log of any length stays bounded (run metrics never depend on it;
+``runstats`` keeps them exact).
+
+Thinning doubles a stride and keeps the steps that are multiples of it plus the latest step, so
+a log of any length keeps between ``MAX_ROWS / 2`` and ``MAX_ROWS`` rows spread over the run
+(plus the latest row, whatever its step).
+Rows are tuples in ``iteration.COLUMNS`` order and become ``Iteration`` objects when read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Callable
+
+from cvs_tasks.metrics.iteration import Iteration
+
+MAX_ROWS = 20_000
+Make = Callable[[tuple], Iteration]
+
+
+class Curve:
+    """step -> row, thinned by a doubling stride; a repeated step keeps its last line."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple] = {}
+        self.stride = 1
+        self.latest: tuple | None = None  # the last row read, kept or not
+        self._sorted: list[int] | None = None
+
+    def keeps(self, step: int) -> bool:
+        return step % self.stride == 0
+
+    def add(self, row: tuple) -> None:
+        self.latest = row
+        self._sorted = None
+        if row[0] % self.stride:
+            return
+        self.rows[row[0]] = row
+        if len(self.rows) > MAX_ROWS:
+            self.stride *= 2
+            self.rows = {s: r for s, r in self.rows.items() if s % self.stride == 0}
+
+    def get(self, step: int) -> tuple | None:
+        row = self.rows.get(step)
+        if row is None and self.latest is not None and self.latest[0] == step:
+            return self.latest
+        return row
+
+    def sorted_steps(self) -> list[int]:
+        if self._sorted is None:
+            steps = set(self.rows)
+            if self.latest is not None:
+                steps.add(self.latest[0])
+            self._sorted = sorted(steps)
+        return self._sorted
+
+
+class IterationMap(Mapping[int, Iteration]):
+    """step -> Iteration over the kept curve, sorted by step."""
+
+    def __init__(self, curve: Curve, make: Make) -> None:
+        self._curve, self._make = curve, make
+
+    def __getitem__(self, step: int) -> Iteration:
+        row = self._curve.get(step) if isinstance(step, int) else None
+        if row is None:
+            raise KeyError(step)
+        return self._make(row)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._curve.sorted_steps()))
+
+    def __len__(self) -> int:
+        return len(self._curve.sorted_steps())
+
+
+class IterationBatch(Sequence[Iteration]):
+    """The iterations one ``feed`` read, in log order; built into objects only when read.
+
+    ``segments`` are (row_at, count) pairs: ``row_at(k)`` builds the k-th row of a segment.
+    """
+
+    def __init__(self, segments: list[tuple[Callable[[int], tuple], int]], make: Make) -> None:
+        self._segments, self._make = segments, make
+        self._len = sum(n for _, n in segments)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        for row_at, n in self._segments:
+            if index < n:
+                return self._make(row_at(index))
+            index -= n
+        raise IndexError(index)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"IterationBatch({len(self)} iterations)"

@@ -1,0 +1,180 @@
+"""Exact run metrics over a log of any length, kept as streaming sums.
+
+Warm-up rule: a run (or the part of a log after a restart) that starts at step S0 with planned
+count P treats its first ``max(1, int(0.1 * (P - S0 + 1)))`` steps as warm-up; a fresh run
+(S0 = 1) therefore drops steps ``<= max(1, int(0.1 * P))`` and a resumed one (first step 14001
+of 15550) drops the first 155 steps after the restart, not 10 % of the whole plan. When no step
+is past the warm-up (a run that died at step 5 of 50) the metrics come from the steps after the
+first one, else from the only step; ``basis`` says which steps were used.
+
+Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
+of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``). Each step counts once
+(the first line printed for it; Primus prints every step twice). A step far behind the last one
+(more than ``ECHO`` steps) starts a new attempt: the metrics describe the latest attempt.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import Counter
+from fractions import Fraction
+from itertools import compress
+from operator import eq, le, ne
+
+from cvs_tasks.metrics.aggregate import percentile_of_counts
+
+ECHO = 16  # a step at most this far behind the last one is a late echo, not a restart
+_INF = math.inf
+
+
+def _positive(values: list[float]) -> list[float]:
+    total = sum(values)
+    if total == total and values and min(values) > 0.0 and max(values) < _INF:
+        return values
+    return [v for v in values if 0.0 < v < _INF]
+
+
+class Sums:
+    """Counts of every distinct value per field over one set of steps.
+
+    Logged values have few decimals, so the distinct values stay few whatever the step count;
+    sums are taken exactly (``Fraction``) when a metric is read, so the result does not depend
+    on how the log was cut into pieces.
+    """
+
+    def __init__(self) -> None:
+        self.times: Counter = Counter()  # positive finite step time (ms) -> count
+        self.tflops: Counter = Counter()
+        self.tokens: Counter = Counter()  # logged tokens/s/GPU
+        self.derive: dict[float, Counter] = {}  # GBS -> step times of steps without logged tokens
+        self.mem: Counter = Counter()
+        self.count, self.first, self.last = 0, None, None
+
+    def add(self, steps, ms, tf, tok, mem, gbs) -> None:
+        """Columns of equal length (``None``: the field was not printed on these lines)."""
+        n = len(steps)
+        if not n:
+            return
+        self.count += n
+        self.first = steps[0] if self.first is None else self.first
+        self.last = steps[-1]
+        times = _positive(ms)
+        self.times.update(times)
+        if tf is not None:
+            self.tflops.update(_positive(tf))
+        if tok is not None:
+            good = _positive(tok)
+            self.tokens.update(good)
+        if tok is None and len(times) == n and gbs.count(gbs[0]) == n and 0.0 < gbs[0] < _INF:
+            self.derive.setdefault(gbs[0], Counter()).update(times)  # the common case, in C
+        elif tok is None or len(good) < n:
+            rows = zip(ms, gbs) if tok is None else ((m, g) for m, g, t in zip(ms, gbs, tok) if t != t)
+            for m, g in rows:
+                if 0.0 < m < _INF and 0.0 < g < _INF:
+                    self.derive.setdefault(g, Counter())[m] += 1
+        if mem is not None:
+            self.mem.update(v for v in mem if -_INF < v < _INF)
+
+    def metrics(self, seq_length: int | None, world_size: int | None) -> dict[str, float | None]:
+        items = sorted(self.times.items())
+        n_times = sum(c for _, c in items)
+        tok_n, tok_inv = _reciprocals(self.tokens)
+        if seq_length and world_size and self.derive:
+            scale = Fraction(world_size, seq_length * 1000)
+            for g, times in self.derive.items():
+                tok_n += sum(times.values())
+                tok_inv += _total(times) / Fraction(g) * scale
+        tf_n, tf_inv = _reciprocals(self.tflops)
+        mem_n = sum(self.mem.values())
+        return {
+            "training.throughput_per_gpu": float(tf_n / tf_inv) if tf_n else None,
+            "training.tokens_per_gpu": float(tok_n / tok_inv) if tok_n else None,
+            "training.elapsed_time_per_iteration": (float(_total(self.times) / n_times)
+                                                    if n_times else None),
+            "training.mem_usage": float(_total(self.mem) / mem_n) if mem_n else None,
+            "training.step_time_p50_ms": percentile_of_counts(items, n_times, 50.0),
+            "training.step_time_p95_ms": percentile_of_counts(items, n_times, 95.0),
+        }
+
+
+def _total(counts: Counter) -> Fraction:
+    return sum((Fraction(v) * c for v, c in counts.items()), Fraction(0))
+
+
+def _reciprocals(counts: Counter) -> tuple[int, Fraction]:
+    return sum(counts.values()), sum((c / Fraction(v) for v, c in counts.items()), Fraction(0))
+
+
+def warmup_end(start: int, planned: int | None) -> int:
+    """Last warm-up step of a run starting at ``start`` with ``planned`` iterations."""
+    remaining = (planned - start + 1) if planned else 1
+    return start - 1 + max(1, int(0.1 * max(remaining, 0)))
+
+
+class RunStats:
+    """Feeds rows in log order into first-step / warm-up / steady sums of the latest attempt."""
+
+    def __init__(self) -> None:
+        self.restarts = 0
+        self.counted = 0  # steps counted, all attempts
+        self._reset()
+
+    def _reset(self) -> None:
+        self.start: int | None = None
+        self.cutoff: int | None = None
+        self.last: int | None = None
+        self.first, self.warm, self.steady = Sums(), Sums(), Sums()
+
+    def add(self, steps, totals, ms, tf, tok, mem, gbs) -> None:
+        """Columns of one group of lines in log order (``None`` for a field not printed)."""
+        cols = [steps, totals, ms, tf, tok, mem, gbs]
+        if len(steps) > 1 and any(map(eq, steps[1:], steps[:-1])):  # a step printed twice in a row
+            first = [True] + list(map(ne, steps[1:], steps[:-1]))
+            cols = [None if c is None else list(compress(c, first)) for c in cols]
+            steps = cols[0]
+        n = len(steps)
+        bounds = [0] + list(compress(range(1, n), map(le, steps[1:], steps[:-1]))) + [n]
+        for a, b in zip(bounds, bounds[1:]):  # runs of strictly increasing steps
+            i = a
+            while i < b and self.last is not None and steps[i] <= self.last:
+                if steps[i] < self.last - ECHO:  # far behind: the log holds a restarted run
+                    self.restarts += 1
+                    self._reset()
+                    break
+                i += 1  # a repeated or late step: counted once already
+            if i < b:
+                self._add_sorted(*cols, i, b)
+
+    def _add_sorted(self, steps, totals, ms, tf, tok, mem, gbs, i: int, j: int) -> None:
+        i0 = i
+        if self.start is None:
+            self.start = steps[i]
+            self.cutoff = warmup_end(steps[i], totals[i])
+            self.first.add(*_cut((steps, ms, tf, tok, mem, gbs), i, i + 1))
+            i += 1
+        mid = max(i, min(j, bisect_right(steps, self.cutoff, i, j)))
+        self.warm.add(*_cut((steps, ms, tf, tok, mem, gbs), i, mid))
+        self.steady.add(*_cut((steps, ms, tf, tok, mem, gbs), mid, j))
+        self.last = steps[j - 1]
+        self.counted += j - i0
+
+    def basis(self) -> tuple[str, Sums]:
+        """Which steps the metrics use: ``steady``, ``after_first_step`` or ``first_step``."""
+        if self.steady.count:
+            return "steady", self.steady
+        if self.warm.count:
+            return "after_first_step", self.warm
+        return "first_step", self.first
+
+    def metrics(self, seq_length: int | None, world_size: int | None) -> dict[str, float | None]:
+        return self.basis()[1].metrics(seq_length, world_size)
+
+    def describe(self) -> dict:
+        name, sums = self.basis()
+        return {"basis": name, "first_step": sums.first, "last_step": sums.last, "count": sums.count,
+                "warmup_cutoff": self.cutoff, "restarts": self.restarts}
+
+
+def _cut(cols, i: int, j: int):
+    return [None if c is None else c[i:j] for c in cols]
