@@ -1,14 +1,14 @@
-"""Parse-speed benchmark: a generated iteration-only log of ``size_mb`` megabytes.
+"""Parse-speed benchmark: a generated finished-run log of ``size_mb`` megabytes, parsed by ours
+and by a transcription of the reference's approach (``benchmarks.reference_parse``) in one run.
 
 Reports parse throughput (MB/s), the ratio to merely reading the same file's lines in Python,
-and memory (RSS before parsing, peak RSS, growth). Times are given twice: wall clock (what the
-targets name) and this process's CPU time (the same figure on a quiet host; on a busy one the wall
-clock also counts time other processes took). The line read runs once first so that both read
-from the page cache. The file is written to a temporary directory and deleted afterwards.
-``iterations_parsed`` counts every iteration line; ``iterations_kept`` what the parser holds
-after retention (``cvs_tasks.metrics.retention``); ``native_scanner`` whether the C scanner
-(``cvs_tasks.metrics.native``) was in use (``CVS_TASKS_PURE_PYTHON=1`` measures the Python path).
-Run: ``python -m benchmarks.parse_bench [size_mb] [megatron|primus]`` (default 1024 megatron).
+the speed-up over the reference, and memory (RSS before parsing, peak RSS, growth, growth per
+GB of log). Times are given twice: wall clock and this process's CPU time (the same figure on a
+quiet host; on a busy one the wall clock also counts time other processes took, so the ratios
+use CPU time). The line read runs once first so that every timing reads from the page cache.
+The file is written to a temporary directory and deleted afterwards. ``iterations_parsed``
+counts every distinct step; ``iterations_kept`` what the per-step curve holds (``curve``).
+Run: ``python -m benchmarks.parse_bench [size_mb] [megatron|primus] [--no-reference]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cvs_tasks.metrics import native
+from benchmarks import reference_parse
 from cvs_tasks.metrics.logfile import parse_file
 
 LINE = (" [{date} {hh:02d}:{mm:02d}:{ss:09.6f}] iteration {step:>8d}/{total:>8d} | consumed samples: "
@@ -45,19 +45,17 @@ PRIMUS_LINE = (  # Primus B3 (log_formats.md 2.6): loguru prefix with colours; e
 
 
 def write_log(path: Path, size_mb: float, seed: int = 7, dialect: str = "megatron") -> int:
-    """Write iteration lines until the file reaches ``size_mb``; returns the number of lines.
+    """Write a finished run of about ``size_mb``: steps 1..N of N; returns the number of lines.
 
     ``dialect`` "primus" writes Primus B3 lines, each twice (as rank 0 forwards the last rank's)."""
-    line, copies, line_bytes = (PRIMUS_LINE, 2, 750) if dialect == "primus" else (LINE, 1, 390)
+    line, copies, line_bytes = (PRIMUS_LINE, 2, 760) if dialect == "primus" else (LINE, 1, 385)
     rng = random.Random(seed)
-    target = int(size_mb * 1024 * 1024)
-    approx_lines = target // (line_bytes * copies) + 1
-    gbs, written, step, clock = 128, 0, 0, 0.0
+    total = max(1, int(size_mb * 1024 * 1024 / (line_bytes * copies)))
+    gbs, clock = 128, 0.0
     with open(path, "w", encoding="utf-8") as out:
-        while written < target:
+        for first in range(1, total + 1, 5000):
             batch = []
-            for _ in range(5000):
-                step += 1
+            for step in range(first, min(first + 5000, total + 1)):
                 ms = 13800.0 + rng.uniform(-150, 150)
                 clock += ms / 1000.0
                 day, rem = divmod(clock, 86400)
@@ -66,14 +64,12 @@ def write_log(path: Path, size_mb: float, seed: int = 7, dialect: str = "megatro
                 date = f"2026-03-{6 + int(day) % 20:02d}"
                 text = line.format(
                     date=date, day=date.replace("-", ""), hh=int(hh), mm=int(mm), ss=ss, isec=int(ss), step=step,
-                    total=approx_lines, consumed=step * gbs, ms=ms, mem=0.87 + rng.uniform(-0.01, 0.01),
+                    total=total, consumed=step * gbs, ms=ms, mem=0.87 + rng.uniform(-0.01, 0.01),
                     tf=488.3 * 13800.0 / ms, tok=gbs * 8192 * 1000.0 / ms / 8, lr=1.5e-5, gbs=gbs,
                     loss=2.0 + 10.0 / (1 + step / 500), gn=1.0 + rng.random(), skip=0, nan=0)
                 batch.extend([text] * copies)
-            chunk = "".join(batch)
-            out.write(chunk)
-            written += len(chunk)
-    return step * copies
+            out.write("".join(batch))
+    return total * copies
 
 
 def _rss_mb() -> float:
@@ -97,24 +93,26 @@ def _read_lines(path: Path) -> int:
 
 
 def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8,
-        dialect: str = "megatron") -> dict:
-    """Generate, read, parse, delete; returns the figures as a dict."""
+        dialect: str = "megatron", reference: bool = True) -> dict:
+    """Generate, read, parse with ours and with the reference's approach, delete; the figures."""
     with tempfile.TemporaryDirectory(prefix="cvs_parse_bench_") as tmp:
         path = Path(tmp) / "training.log"
         lines = write_log(path, size_mb, dialect=dialect)
         size = path.stat().st_size
-        _read_lines(path)  # warm the page cache so both timings read from memory
+        _read_lines(path)  # warm the page cache so every timing reads from memory
         _, read_s, read_cpu = _timed(lambda: _read_lines(path))
         rss_before = _rss_mb()
         parser, parse_s, parse_cpu = _timed(
             lambda: parse_file(path, seq_length=seq_length, world_size=world_size))
         metrics, metrics_s, _ = _timed(parser.metrics)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        ref_s = ref_cpu = None
+        if reference:  # after ours: its whole-text copies must not inflate our peak
+            _, ref_s, ref_cpu = _timed(lambda: reference_parse.parse(path, parser.planned))
     mb = size / 2**20
     return {
         "size_mb": round(mb, 1),
         "dialect": dialect,
-        "native_scanner": native.AVAILABLE,
         "lines": lines,
         "iterations_parsed": parser.iterations_parsed,
         "iterations_kept": len(parser.iterations),
@@ -126,12 +124,14 @@ def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8,
         "read_lines_cpu_s": round(read_cpu, 3),
         "parse_cpu_s": round(parse_cpu, 3),
         "parse_cpu_mb_s": round(mb / parse_cpu, 1),
-        "parse_vs_read_cpu_ratio": round(parse_cpu / read_cpu, 2),
+        "reference_s": None if ref_s is None else round(ref_s, 3),
+        "reference_cpu_s": None if ref_cpu is None else round(ref_cpu, 3),
+        "speedup_vs_reference_cpu": None if ref_cpu is None else round(ref_cpu / parse_cpu, 2),
         "metrics_s": round(metrics_s, 3),
-        "metrics_exact": parser.metrics_exact,
         "rss_before_parse_mb": round(rss_before, 1),
         "peak_rss_mb": round(peak, 1),
         "rss_growth_mb": round(peak - rss_before, 1),
+        "rss_growth_mb_per_gb": round((peak - rss_before) / (mb / 1024), 1),
         "errors": len(parser.errors),
         "tokens_per_gpu": metrics["training.tokens_per_gpu"],
         "step_time_p50_ms": metrics["training.step_time_p50_ms"],
@@ -140,5 +140,5 @@ def run(size_mb: float = 1024, seq_length: int = 8192, world_size: int = 8,
 
 if __name__ == "__main__":
     size = float(sys.argv[1]) if len(sys.argv) > 1 else 1024
-    print(json.dumps(run(size_mb=size, dialect=sys.argv[2] if len(sys.argv) > 2 else "megatron"),
-                     indent=2))
+    print(json.dumps(run(size_mb=size, dialect=sys.argv[2] if len(sys.argv) > 2 else "megatron",
+                         reference="--no-reference" not in sys.argv), indent=2))

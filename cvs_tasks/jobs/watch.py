@@ -19,11 +19,10 @@ from typing import IO, Callable, Sequence
 
 from cvs_tasks.errors import InfraError
 from cvs_tasks.metrics import LogParser
+from cvs_tasks.metrics.signatures import CAUSE_RANK
 from cvs_tasks.run.events import NodeProgress
 
 Clock = Callable[[], float]
-# Error classes that are a node's own failure, not the echo of a peer's (see _fatal_error).
-ROOT_CAUSE_CLASSES = frozenset({"gpu_fault", "oom", "hip", "nan", "segfault"})
 
 
 @dataclass(frozen=True)
@@ -259,7 +258,7 @@ class Watcher:
         hits = [(node, hit) for node in self.nodes for hit in node.parser.errors if hit.fatal]
         if not hits:
             return None
-        node, hit = min(hits, key=lambda nh: (nh[1].cls not in ROOT_CAUSE_CLASSES, nh[0].target.rank, nh[1].line))
+        node, hit = min(hits, key=lambda nh: (CAUSE_RANK.get(nh[1].cls, 3), nh[0].target.rank, nh[1].line))
         error = {
             "name": hit.name,
             "cls": hit.cls,

@@ -30,7 +30,7 @@ _PRIMUS_SEQ = re.compile(r"seq_len:\s*(\d+)\s+world_size:\s*(\d+)")
 _PRIMUS_WORLD = re.compile(r"\[Primus:Env\][^\n]*\bworld_size=(\d+)")
 _VALIDATION = re.compile(
     r"\bvalidation(?:-[\w.-]+)? loss at iteration (\d+)[^|]*\|\s*lm loss value:\s*([\w.+-]+)")
-_PRIMUS_HINTS = ("[primus:", "primus/", "[patch:megatron", "primusmaster", "primus launcher")
+_PRIMUS_HINTS = ("[primus:", "primus/", "[patch:megatron", "primusmaster", "primus launcher", "][rank-")
 _COMPLETION = (("Training completed.", "training completed."),
                ("torchrun finished successfully", "torchrun finished successfully"))
 

@@ -32,7 +32,7 @@ from cvs_tasks.metrics.signatures import MAX_TEXT, ITERATION_SIGNATURES, ErrorHi
 from cvs_tasks.metrics.summary import ParserViews
 
 DIALECTS = ("auto", "megatron", "primus")
-WINDOW = 4 << 20  # bytes per processing window (whole lines)
+WINDOW = 1 << 20  # bytes per processing window (whole lines; small windows stay in cache)
 MAX_LINE = 4 << 20  # a line this long or longer is skipped
 MAX_HITS = 500  # error hits stored; past it only fatal ones (up to MAX_FATAL), the rest counted
 MAX_FATAL = 100

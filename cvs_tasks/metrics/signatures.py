@@ -179,7 +179,7 @@ SIGNATURES: tuple[Signature, ...] = (
          "check --load and the checkpoint directory (or start without loading)"),
     # --- the final line of a Python traceback: "[rank4]: FileNotFoundError: ..." ---
     _sig("python_exception", "exception", True,
-         r"^(?:\s*(?:\[(?:rank|default)\d+\]:|\d+:|[\w.-]+:(?= ))\s*)*"
+         r"^(?:\s*(?:\[(?:rank|default)\d+\]:|\d+:|[\w.-]+:(?= )|(?:\[[^\]\n]*\]\s*)+:(?= )))*\s*"
          r"(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::\s|:?$)",
          ["error", "exception"], "a rank raised an exception: its message says what to fix", flags=0),
     _sig("python_traceback", "exception", False, r"Traceback \(most recent call last\)", ["traceback"]),

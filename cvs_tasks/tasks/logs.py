@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json as jsonlib
+import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from invoke import Collection, task
+from invoke.exceptions import Exit
 
 from cvs_tasks.errors import BadInput, GateFailed
 from cvs_tasks.metrics import parse_file
@@ -24,6 +29,26 @@ def _positive_int(flag: str, value) -> int | None:
     return number
 
 
+@contextmanager
+def _quiet_pipe() -> Iterator[None]:
+    """``logs.parse F --json | head``: a reader that goes away ends the output quietly."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail
+        raise Exit(code=0) from None
+
+
+def _fatal_exit(parser, file) -> None:
+    """Exit status 1 when the log holds a fatal signature, naming the root cause."""
+    cause = parser.root_cause
+    if cause is not None:
+        raise GateFailed(f"fatal error signature in {file}: {cause.name} at line {cause.line}"
+                         + (f" ({cause.hint})" if cause.hint else ""))
+
+
 def _fmt(value) -> str:
     if value is None:
         return "-"
@@ -39,18 +64,21 @@ def _fmt(value) -> str:
     "json": "print one JSON object instead of a table",
 })
 def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None, json=False):
-    """Print the run metrics of a training log."""
-    with user_errors():
+    """Print the run metrics of a training log; exit status 1 when it holds a fatal signature."""
+    with user_errors(), _quiet_pipe():
         parser = parse_file(file, dialect=dialect, seq_length=_positive_int("seq-length", seq_length),
                             world_size=_positive_int("world-size", world_size), model=model)
         summary = parser.summary()
         if json:
             print(jsonlib.dumps(summary, indent=2))
+            _fatal_exit(parser, file)
             return
+        used = summary["metrics_steps"]
         print(f"{file}: dialect {summary['dialect']} ({summary['flavour']}), "
               f"step {summary['iterations']}/{summary['planned_iterations']}, "
               f"{'completed' if summary['completed'] else 'not completed'}, "
-              f"warm-up steps <= {summary['warmup_cutoff']}")
+              f"warm-up steps <= {summary['warmup_cutoff']}; metrics from steps {used['first_step']}-"
+              f"{used['last_step']} ({used['count']}, {used['basis'].replace('_', ' ')})")
         for name, value in summary["metrics"].items():
             print(f"  {name:<40} {_fmt(value):>14}  {unit_for(name)}")
         print(f"  {'tflops recomputed (current formula)':<40} {_fmt(summary['tflops_recomputed']):>14}"
@@ -59,13 +87,19 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
         print(f"  loss first {_fmt(loss['first'])} @ {loss['first_step']}, "
               f"last {_fmt(loss['last'])} @ {loss['last_step']}")
         print(f"  lines {summary['lines']}, skipped {summary['lines_skipped']}, "
-              f"error signatures {len(summary['errors'])}")
+              f"error signatures {len(summary['errors']) + summary['errors_dropped']}")
+        cause = summary["root_cause"]
+        if cause:
+            print(f"  root cause: {cause['name']} at line {cause['line']}: {cause['text'][:160]}")
+            if cause["hint"]:
+                print(f"    hint: {cause['hint']}")
+        _fatal_exit(parser, file)
 
 
 @task(positional=["file"], help={"file": "training log to scan", "json": "print a JSON list"})
 def scan(c, file, json=False):
     """List error signatures in a training log; exit status 1 when one of them is fatal."""
-    with user_errors():
+    with user_errors(), _quiet_pipe():
         parser = parse_file(file)
         hits = parser.errors
         if json:
@@ -73,12 +107,11 @@ def scan(c, file, json=False):
         else:
             for h in hits:
                 print(f"{file}:{h.line}: [{h.cls}] {h.name}{' (fatal)' if h.fatal else ''}: {h.text}")
+            if parser.errors_dropped:
+                print(f"{file}: {parser.errors_dropped} more hits not listed")
             if not hits:
                 print(f"{file}: no error signatures")
-        fatal = [h for h in hits if h.fatal]
-        if fatal:
-            raise GateFailed(f"{len(fatal)} fatal error signature(s) in {file}; first: "
-                             f"{fatal[0].name} at line {fatal[0].line}")
+        _fatal_exit(parser, file)
 
 
 ns = Collection("logs")
