@@ -97,11 +97,10 @@ def read_column(kind: str, values: list[bytes]) -> tuple[list[float], list[float
 
 @dataclass(frozen=True)
 class Plan:
-    """Where each field sits in a line split by ``split_rest``; ``exact`` False: read per line."""
+    """Where each field sits in a line split by ``split_rest``: (field, part index, kind)."""
 
     labels: tuple[str, ...]
-    fields: tuple[tuple[str, int, str], ...]  # (field, index into the split parts, kind)
-    exact: bool
+    fields: tuple[tuple[str, int, str], ...]
 
     @property
     def is_iteration(self) -> bool:
@@ -113,42 +112,29 @@ def split_rest(rest: bytes) -> list[bytes]:
     return rest.replace(b": ", b"|").split(b"|")
 
 
-def make_plan(key: tuple[bytes, ...]) -> Plan:
-    """The plan for a label sequence (``split_rest(rest)[0::2]``); first occurrence of a field wins."""
-    labels = tuple(k.decode("utf-8", "replace").strip().lower() for k in key)
-    fields, seen = [], set()
-    for i, label in enumerate(labels):
-        field, kind = LABELS.get(label, (None, None))
-        if field is not None and field not in seen:
-            seen.add(field)
-            fields.append((field, 2 * i + 1, kind))
-    # exact when every segment held exactly one ": " (then labels and values alternate)
-    exact = all(label and ":" not in label and len(label) < 80 for label in labels[:-1])
-    return Plan(labels, tuple(fields), exact)
+def tidy_rest(rest: bytes) -> bytes:
+    """Keep only segments with exactly one ``": "`` (a MoE or RL segment may hold several, an
+    odd one none), so that labels and values alternate after ``split_rest``."""
+    return b"|".join(seg for seg in rest.split(b"|") if seg.count(b": ") == 1) + b"|"
 
 
 _PLANS: dict[tuple[bytes, ...], Plan] = {}
 
 
 def plan_for(key: tuple[bytes, ...]) -> Plan:
+    """The plan for a label sequence (``split_rest(rest)[0::2]``); the first label of a field wins."""
     plan = _PLANS.get(key)
     if plan is None:
+        labels = tuple(k.decode("utf-8", "replace").strip().lower() for k in key)
+        fields: dict[str, tuple[str, int, str]] = {}
+        for i, label in enumerate(labels):
+            field, kind = LABELS.get(label, (None, None))
+            if field is not None:
+                fields.setdefault(field, (field, 2 * i + 1, kind))
         if len(_PLANS) > 512:  # odd lines make odd keys: keep the cache bounded
             _PLANS.clear()
-        plan = _PLANS[key] = make_plan(key)
+        plan = _PLANS[key] = Plan(labels, tuple(fields.values()))
     return plan
-
-
-def read_segments(rest: bytes) -> dict[str, tuple[str, bytes]]:
-    """Per-line reader for lines whose segments do not alternate cleanly: field -> (kind, value)."""
-    out: dict[str, tuple[str, bytes]] = {}
-    for segment in rest.split(b"|"):
-        label, sep, value = segment.partition(b": ")
-        if sep:
-            field, kind = LABELS.get(label.decode("utf-8", "replace").strip().lower(), (None, None))
-            if field is not None and field not in out:
-                out[field] = (kind, value)
-    return out
 
 
 @dataclass
@@ -182,38 +168,18 @@ class Rows:
     def text(self, field: str) -> list[bytes] | None:
         return self.raw[field][1] if field in self.raw else None
 
-    def keep(self, mask: list[bool]) -> None:
-        """Drop the lines whose mask is False."""
-        kept = self.subset([k for k, m in enumerate(mask) if m])
-        self.index, self.steps, self.totals, self.raw, self.cols = (
-            kept.index, kept.steps, kept.totals, kept.raw, kept.cols)
-
     def subset(self, positions) -> "Rows":
-        """The lines at ``positions`` (a sorted list of indices) as their own ``Rows``."""
+        """The lines at ``positions`` (sorted indices) as their own ``Rows``."""
         pick = lambda seq: [seq[k] for k in positions]  # noqa: E731
         return Rows(self.plan, pick(self.index), pick(self.steps), pick(self.totals),
                     {f: (kind, pick(values)) for f, (kind, values) in self.raw.items()},
                     {f: None if c is None else pick(c) for f, c in self.cols.items()})
 
 
-def _columns_per_line(rests: list[bytes]) -> dict[str, list[float] | None]:
-    found = [read_segments(r) for r in rests]
-    cols: dict[str, list[float] | None] = {}
-    for field in {f for row in found for f in row}:
-        for kind in {row[field][0] for row in found if field in row}:
-            values = [row[field][1] if field in row and row[field][0] == kind else b"" for row in found]
-            main, avg = read_column(kind, values)
-            present = [field in row and row[field][0] == kind for row in found]
-            old = cols.get(field) or [NAN] * len(found)
-            cols[field] = [m if p else o for m, p, o in zip(main, present, old)]
-            cols[field + "_avg"] = avg
-    return cols
-
-
 def _uniform(rests: list[bytes]):
     """(plan, values_at) when every line has the first line's labels, else None.
 
-    Then the whole window splits at once: joined with ``|\n``, line i's k-th part sits at
+    Then the whole window splits at once: joined with ``|\\n``, line i's k-th part sits at
     ``i * m + k`` (m parts per line), so a field's column is one slice.
     """
     first = split_rest(rests[0])
@@ -222,9 +188,8 @@ def _uniform(rests: list[bytes]):
     if len(tokens) != n * m:
         return None
     for k in range(0, m - 1, 2):
-        column = tokens[m + k::m]
         expect = b"\n" + first[k] if k == 0 else first[k]
-        if column.count(expect) != n - 1:
+        if tokens[m + k::m].count(expect) != n - 1:
             return None
     return plan_for(tuple(first[0::2])), lambda pos: tokens[pos::m]
 
@@ -237,10 +202,10 @@ def read_matches(steps: list[bytes], totals: list[bytes], rests: list[bytes]) ->
     text. A line whose step time cannot be read is dropped and counted.
     """
     uniform = _uniform(rests)
-    if uniform is not None and uniform[0].exact:
+    if uniform is not None:
         runs = [(uniform[0], 0, len(rests), uniform[1])]
     else:
-        parts = list(map(split_rest, rests))
+        parts = [split_rest(tidy_rest(r)) for r in rests]
         keys = list(map(tuple, map(itemgetter(slice(0, None, 2)), parts)))
         runs, pos = [], 0
         for key, group in groupby(keys):
@@ -252,25 +217,19 @@ def read_matches(steps: list[bytes], totals: list[bytes], rests: list[bytes]) ->
     rejected: list[int] = []
     unreadable = 0
     for plan, start, stop, values_at in runs:
-        if plan.exact and not plan.is_iteration:
+        if not plan.is_iteration:
             rejected.extend(range(start, stop))
             continue
-        if len(runs) == 1:
-            line_steps, line_totals = list(map(int, steps)), list(map(int, totals))
-        else:
-            line_steps, line_totals = list(map(int, steps[start:stop])), list(map(int, totals[start:stop]))
-        if plan.exact:
-            raw = {field: (kind, values_at(pos)) for field, pos, kind in plan.fields}
-            rows = Rows(plan, list(range(start, stop)), line_steps, line_totals, raw, {})
-        else:
-            rows = Rows(plan, list(range(start, stop)), line_steps, line_totals, {},
-                        _columns_per_line(rests[start:stop]))
-        ms = rows.col("ms") or [NAN] * len(rows)
+        whole = stop - start == len(steps)
+        rows = Rows(plan, list(range(start, stop)), list(map(int, steps if whole else steps[start:stop])),
+                    list(map(int, totals if whole else totals[start:stop])),
+                    {field: (kind, values_at(pos)) for field, pos, kind in plan.fields}, {})
+        ms = rows.col("ms")
         if sum(ms) != sum(ms):  # NaN somewhere: keep the lines whose step time reads
-            mask = [v == v for v in ms]
-            unreadable += mask.count(False)
-            rows.keep(mask)
-            if not rows.steps:
+            keep = [k for k, v in enumerate(ms) if v == v]
+            unreadable += len(ms) - len(keep)
+            rows = rows.subset(keep)
+            if not keep:
                 continue
         out.append(rows)
     return out, rejected, unreadable

@@ -2,14 +2,12 @@
 
 ``parse_file`` hands raw bytes to ``LogParser.feed_bytes``, which cuts them at line ends and
 never decodes what it does not read as text. Only regular files are read: a FIFO, a device or
-a directory is refused with a clear error instead of hanging. ``iter_text_chunks`` decodes
-with an incremental decoder for callers that want text. Memory stays at one chunk plus the
+a directory is refused with a clear error instead of hanging. Memory stays at one chunk plus the
 parser's bounded state, whatever the file size.
 """
 
 from __future__ import annotations
 
-import codecs
 import os
 import stat
 from pathlib import Path
@@ -51,18 +49,6 @@ def iter_byte_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterat
             if not data:
                 break
             yield data
-
-
-def iter_text_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
-    """Decoded text of a file, ``chunk_bytes`` at a time (chunks may end mid-line)."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    for data in iter_byte_chunks(path, chunk_bytes):
-        text = decoder.decode(data)
-        if text:
-            yield text
-    rest = decoder.decode(b"", final=True)
-    if rest:
-        yield rest
 
 
 def parse_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES, **parser_args) -> LogParser:

@@ -231,10 +231,9 @@ class LogParser(ParserViews):
 
     def _track_loss(self, rows: grammar.Rows) -> None:
         text = rows.text("loss")
-        loss = rows.cols.get("loss") if text is None else None
-        if text is None and loss is None:
+        if text is None:
             return
-        values = (lambda k: grammar.to_float(text[k])) if text is not None else loss.__getitem__
+        values = lambda k: grammar.to_float(text[k])  # noqa: E731
         finite = lambda k: -math.inf < values(k) < math.inf  # noqa: E731
         first = next((k for k in range(len(rows)) if finite(k)), None)
         if first is None:
@@ -247,7 +246,7 @@ class LogParser(ParserViews):
     def _row_checks(self, rows: grammar.Rows, cum: list[int], first_line: int, line_of) -> None:
         """Signatures read from fields: NaN counters, non-finite grad norm or loss, missing loss."""
         if self._quiet(rows):
-            self._loss_seen = self._loss_seen or "loss" in rows.raw or rows.cols.get("loss") is not None
+            self._loss_seen = self._loss_seen or "loss" in rows.raw
             return
         nan_iters, skipped, gn, loss = (rows.col(f) for f in ("nan_iters", "skipped", "grad_norm", "loss"))
         for k in range(len(rows)):
@@ -272,11 +271,6 @@ class LogParser(ParserViews):
 
     def _quiet(self, rows: grammar.Rows) -> bool:
         """True when no line can carry an iteration signature (checked on the text, in C)."""
-        if not rows.raw:  # lines read one by one: decide on the floats
-            cols = rows.cols
-            return (all(max(cols.get(f) or [0.0]) <= 0 for f in ("nan_iters", "skipped"))
-                    and all(all(map(math.isfinite, cols.get(f) or [])) for f in ("grad_norm", "loss"))
-                    and (cols.get("loss") is not None or not self._loss_seen))
         for field in ("nan_iters", "skipped"):
             text = rows.text(field)
             if text is not None and (text.count(text[0]) != len(text) or grammar.to_float(text[0]) != 0):
