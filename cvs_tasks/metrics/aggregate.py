@@ -20,10 +20,11 @@ Statistics over steady state, one rule per kind of quantity:
 * ``training.step_time_p50_ms`` / ``_p95_ms`` — linear-interpolated percentiles of the step times
   (rank q/100·(n−1)).
 
-Values that are NaN, infinite or not positive (rates, times) are left out; a metric with no usable
-sample is None. ``runstats`` keeps the sums these statistics need while the log streams past. The ROCm launcher's four summary lines are *not* preferred (they use another
-warm-up rule); they fill a metric only when the iterations cannot produce it (e.g. no seq length
-for tokens/s, or the log tail without iteration lines).
+Values that are NaN, infinite or not positive (rates, times) are left out; a metric with no
+usable sample is None. ``runstats`` keeps what these statistics need while the log streams past.
+The ROCm launcher's four summary lines are *not* preferred (they use another warm-up rule); they
+fill a metric only when the iterations cannot produce it (e.g. no seq length for tokens/s, or
+the log tail without iteration lines).
 """
 
 from __future__ import annotations
