@@ -8,9 +8,11 @@ is past the warm-up (a run that died at step 5 of 50) the metrics come from the 
 first one, else from the only step; ``basis`` says which steps were used.
 
 Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
-of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``). Each step counts once
-(the first line printed for it; Primus prints every step twice). A step far behind the last one
-(more than ``ECHO`` steps) starts a new attempt: the metrics describe the latest attempt.
+of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``).
+Memory therefore grows with the number of distinct printed values (bounded by the printed
+precision), never with the step count. Each step counts once (the first line printed for it;
+Primus prints every step twice). A step far behind the last one (more than ``ECHO`` steps)
+starts a new attempt: the metrics describe the latest attempt.
 """
 
 from __future__ import annotations
