@@ -163,3 +163,20 @@ def test_more_bytes_than_one_read_carries_are_fetched_without_waiting():
     outcome, _, clock = watch([node], max_bytes=200)
     assert outcome.ok
     assert clock.now < 2  # consecutive reads drained the log, no poll interval in between
+
+
+def test_an_absurd_iteration_number_is_skipped_and_the_run_completes():
+    huge = iteration(3, 4).replace("       3/", " 9223372036854775808/") + iteration(3, 4).replace("       3/", " " + "7" * 4000 + "/")
+    node = FakeNode(script=[iteration(1, 4) + iteration(2, 4), huge, iteration(3, 4) + iteration(4, 4)], exit_after=3)
+    outcome, _, _ = watch([node])
+    assert outcome.ok and outcome.reporting.last_step == 4
+    assert outcome.reporting.parser.lines_skipped == 2
+
+
+def test_a_ranks_exception_outranks_the_watchdog_timeout_a_peer_prints_later():
+    peer = FakeNode(script=[iteration(1, 10), "[rank0]:[E1130 04:22:55.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] "
+                            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+                            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n"])
+    culprit = FakeNode(script=["[rank12]: FileNotFoundError: [Errno 2] No such file or directory: '/data/index.npy'\n"])
+    outcome, _, _ = watch([peer, culprit], iterations=10)
+    assert outcome.error["name"] == "python_exception" and outcome.error["rank"] == 1
