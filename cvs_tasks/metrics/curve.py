@@ -10,7 +10,7 @@ Rows are tuples in ``iteration.COLUMNS`` order and become ``Iteration`` objects 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Callable
 
 from cvs_tasks.metrics.iteration import Iteration
@@ -73,36 +73,3 @@ class IterationMap(Mapping[int, Iteration]):
 
     def __len__(self) -> int:
         return len(self._curve.sorted_steps())
-
-
-class IterationBatch(Sequence[Iteration]):
-    """The iterations one ``feed`` read, in log order; built into objects only when read.
-
-    ``segments`` are (row_at, count) pairs: ``row_at(k)`` builds the k-th row of a segment.
-    """
-
-    def __init__(self, segments: list[tuple[Callable[[int], tuple], int]], make: Make) -> None:
-        self._segments, self._make = segments, make
-        self._len = sum(n for _, n in segments)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(index)
-        for row_at, n in self._segments:
-            if index < n:
-                return self._make(row_at(index))
-            index -= n
-        raise IndexError(index)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    def __repr__(self) -> str:
-        return f"IterationBatch({len(self)} iterations)"

@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-
-from cvs_tasks.metrics.grammar import to_float
+from datetime import datetime, timezone
 
 NAN = float("nan")
 
@@ -73,32 +72,12 @@ def iteration_from_row(row, tokens_derived: float | None = None) -> Iteration:
     )
 
 
-_MINUTE_CACHE: dict[str, float] = {}
-
-
-def minute_epoch(prefix: str) -> float:
-    """Unix seconds of ``YYYY-MM-DD HH:MM`` (UTC), cached: consecutive lines share the minute."""
-    value = _MINUTE_CACHE.get(prefix)
-    if value is None:
-        if len(_MINUTE_CACHE) > 4096:
-            _MINUTE_CACHE.clear()
-        import calendar
-
-        try:
-            y, mo, d = int(prefix[0:4]), int(prefix[5:7]), int(prefix[8:10])
-            h, mi = int(prefix[11:13]), int(prefix[14:16])
-            value = float(calendar.timegm((y, mo, d, h, mi, 0, 0, 0, 0)))
-        except ValueError:
-            value = NAN
-        _MINUTE_CACHE[prefix] = value
-    return value
-
-
 def timestamp_seconds(text: str | None) -> float:
-    """``YYYY-MM-DD HH:MM:SS(.ffffff)`` -> unix seconds (UTC); NaN when absent."""
-    if not text:
+    """``YYYY-MM-DD HH:MM:SS(.ffffff)`` -> unix seconds (read as UTC); NaN when absent or invalid."""
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except (TypeError, ValueError):
         return NAN
-    return minute_epoch(text[:16]) + to_float(text[17:])
 
 
 STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]")

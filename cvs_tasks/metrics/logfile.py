@@ -58,6 +58,6 @@ def parse_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES, **parser_args) 
     """
     parser = LogParser(**parser_args)
     for data in iter_byte_chunks(path, chunk_bytes):
-        parser.feed_bytes(data)
+        parser.feed_bytes(data, collect=False)
     parser.finish()
     return parser

@@ -24,7 +24,9 @@ from operator import gt, mod, not_, sub
 
 from cvs_tasks.errors import BadInput
 from cvs_tasks.metrics import grammar, lines
-from cvs_tasks.metrics.curve import Curve, IterationBatch
+from cvs_tasks.metrics.curve import Curve
+from cvs_tasks.metrics.fieldchecks import FieldChecks
+from cvs_tasks.metrics.iteration import Iteration
 from cvs_tasks.metrics.iteration import prefix_stamp
 from cvs_tasks.metrics.runstats import RunStats
 from cvs_tasks.metrics.signatures import ANCHORS as SIGNATURE_ANCHORS
@@ -70,24 +72,25 @@ class LogParser(ParserViews):
         self.errors_dropped = 0
         self.fatal_seen = False
         self._error_cursor = 0
-        self._loss_seen = False
-        self.first_loss: tuple[int, float] | None = None
-        self.last_loss: tuple[int, float] | None = None
+        self._fields = FieldChecks()
         self._planned: int | None = None
 
     # --- feeding -------------------------------------------------------------------------------
-    def feed(self, text: str) -> IterationBatch:
+    def feed(self, text: str) -> list[Iteration]:
         """Parse the complete lines in ``tail + text``; returns the iterations they held."""
         return self.feed_bytes(text.encode("utf-8", "replace"))
 
-    def feed_bytes(self, data: bytes) -> IterationBatch:
-        """``feed`` for raw bytes as read from a file (undecodable bytes are skipped and counted)."""
+    def feed_bytes(self, data: bytes, collect: bool = True) -> list[Iteration]:
+        """``feed`` for raw bytes as read from a file (undecodable bytes are skipped and counted).
+
+        ``collect=False`` (reading a whole file) skips building the returned iterations.
+        """
         if self._finished:
             raise RuntimeError("LogParser.feed() after finish()")
         if self._skipping:
             cut = data.find(b"\n")
             if cut == -1:
-                return IterationBatch([], self._materialize)
+                return []
             self._skipping, data = False, data[cut + 1:]
         data = self._tail + data if self._tail else data
         end = data.rfind(b"\n") + 1
@@ -107,21 +110,24 @@ class LogParser(ParserViews):
                     continue
             made.extend(self._window(data[pos:stop] if (pos or stop != len(data)) else data))
             pos = stop
-        return IterationBatch(made, self._materialize)
+        return self._collect(made) if collect else []
+
+    def _collect(self, made: list) -> list[Iteration]:
+        return [self._materialize(row) for rows, others in made for row in _curve_rows(rows, others)]
 
     def _skip_long_line(self) -> None:
         self._tail, self._skipping = b"", True
         self.lines += 1
         self.lines_skipped += 1
 
-    def finish(self) -> IterationBatch:
+    def finish(self) -> list[Iteration]:
         """The log ended: parse the last line even without a newline. Idempotent."""
         if self._finished:
-            return IterationBatch([], self._materialize)
+            return []
         tail, self._tail = self._tail, b""
         made = self._window(tail + b"\n") if tail and not self._skipping else []
         self._finished = True
-        return IterationBatch(made, self._materialize)
+        return self._collect(made)
 
     # --- one window of whole lines ---------------------------------------------------------------
     def _window(self, block: bytes) -> list:
@@ -212,13 +218,11 @@ class LogParser(ParserViews):
             gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
         self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
                        rows.col("mem"), gbs)
-        self._row_checks(rows, cum, first_line, line_of)
-        self._track_loss(rows)
+        for k, name in self._fields.check(rows):
+            cls, fatal = ITERATION_SIGNATURES[name]
+            j = rows.index[k]
+            self._add_hit(ErrorHit(name, cls, fatal, first_line + cum[j], line_of(j)[:MAX_TEXT]))
         self._planned = rows.totals[-1]
-
-        def row_at(k: int) -> tuple:
-            return next(_curve_rows(rows.subset([k]), others))
-
         curve = self.curve
         if curve.stride == 1:
             kept = rows
@@ -226,60 +230,8 @@ class LogParser(ParserViews):
             kept = rows.subset(list(compress(range(n), map(not_, map(mod, rows.steps, repeat(curve.stride))))))
         for row in _curve_rows(kept, others):
             curve.add(row)
-        curve.add(row_at(n - 1))  # the latest row is always readable
-        return [(row_at, n)]
-
-    def _track_loss(self, rows: grammar.Rows) -> None:
-        text = rows.text("loss")
-        if text is None:
-            return
-        values = lambda k: grammar.to_float(text[k])  # noqa: E731
-        finite = lambda k: -math.inf < values(k) < math.inf  # noqa: E731
-        first = next((k for k in range(len(rows)) if finite(k)), None)
-        if first is None:
-            return
-        last = next(k for k in range(len(rows) - 1, -1, -1) if finite(k))
-        if self.first_loss is None:
-            self.first_loss = (rows.steps[first], values(first))
-        self.last_loss = (rows.steps[last], values(last))
-
-    def _row_checks(self, rows: grammar.Rows, cum: list[int], first_line: int, line_of) -> None:
-        """Signatures read from fields: NaN counters, non-finite grad norm or loss, missing loss."""
-        if self._quiet(rows):
-            self._loss_seen = self._loss_seen or "loss" in rows.raw
-            return
-        nan_iters, skipped, gn, loss = (rows.col(f) for f in ("nan_iters", "skipped", "grad_norm", "loss"))
-        for k in range(len(rows)):
-            value = loss[k] if loss is not None else None
-            name = None
-            if nan_iters is not None and nan_iters[k] > 0:
-                name = "nan_iterations"
-            elif gn is not None and not math.isfinite(gn[k]):
-                name = "grad_norm_not_finite"
-            elif value is not None and not math.isfinite(value):
-                name = "lm_loss_not_finite"
-            elif value is None and self._loss_seen:
-                name = "lm_loss_missing"
-            elif skipped is not None and skipped[k] > 0:
-                name = "skipped_iterations"
-            if value is not None and math.isfinite(value):
-                self._loss_seen = True
-            if name is not None:
-                cls, fatal = ITERATION_SIGNATURES[name]
-                j = rows.index[k]
-                self._add_hit(ErrorHit(name, cls, fatal, first_line + cum[j], line_of(j)[:MAX_TEXT]))
-
-    def _quiet(self, rows: grammar.Rows) -> bool:
-        """True when no line can carry an iteration signature (checked on the text, in C)."""
-        for field in ("nan_iters", "skipped"):
-            text = rows.text(field)
-            if text is not None and (text.count(text[0]) != len(text) or grammar.to_float(text[0]) != 0):
-                return False
-        for field in ("grad_norm", "loss"):
-            text = rows.text(field)
-            if text is not None and b"n" in b"".join(text).lower():  # nan or inf
-                return False
-        return "loss" in rows.raw or not self._loss_seen
+        curve.add(next(_curve_rows(rows.subset([n - 1]), others)))  # the latest row is always readable
+        return [(rows, others)]
 
     def _note_features(self, rows: grammar.Rows, others: list[bytes]) -> None:
         f = self._features

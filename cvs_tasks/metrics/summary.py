@@ -147,7 +147,7 @@ class ParserViews:
 
     def loss_points(self) -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
         """(step, loss) of the first and the last iteration that printed a finite loss."""
-        return self.first_loss, self.last_loss
+        return self._fields.first_loss, self._fields.last_loss
 
     def summary(self) -> dict:
         """The ``logs.parse --json`` object."""
