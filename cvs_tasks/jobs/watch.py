@@ -266,6 +266,7 @@ class Watcher:
             "rank": node.target.rank,
             "line": hit.line,
             "text": hit.text,
+            "hint": hit.hint,
         }
         others = sorted({f"{h.name} on {n.target.host}" for n, h in hits if n is not node})
         node.state = "failed"
