@@ -70,6 +70,7 @@ class LogParser(ParserViews):
         self.lines_skipped = 0
         self.errors: list[ErrorHit] = []
         self.errors_dropped = 0
+        self._fatal_kept = 0
         self.fatal_seen = False
         self._error_cursor = 0
         self._fields = FieldChecks()
@@ -202,8 +203,9 @@ class LogParser(ParserViews):
 
     def _add_hit(self, found: ErrorHit) -> None:
         self.fatal_seen = self.fatal_seen or found.fatal
-        if len(self.errors) < MAX_HITS or (found.fatal and sum(e.fatal for e in self.errors) < MAX_FATAL):
+        if len(self.errors) < MAX_HITS or (found.fatal and self._fatal_kept < MAX_FATAL):
             self.errors.append(found)
+            self._fatal_kept += found.fatal
         else:
             self.errors_dropped += 1
 
