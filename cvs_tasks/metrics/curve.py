@@ -10,7 +10,7 @@ Rows are tuples in ``iteration.COLUMNS`` order and become ``Iteration`` objects 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Callable
 
 from cvs_tasks.metrics.iteration import Iteration
@@ -73,3 +73,18 @@ class IterationMap(Mapping[int, Iteration]):
 
     def __len__(self) -> int:
         return len(self._curve.sorted_steps())
+
+
+class Batch(Sequence[Iteration]):
+    """The iterations one ``feed`` read, in log order; each built only when read."""
+
+    def __init__(self, rows: list[tuple], make: Make) -> None:
+        self._rows, self._make = rows, make
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self._make(row) for row in self._rows[index]]
+        return self._make(self._rows[index])

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from itertools import accumulate, compress, repeat
 from operator import gt, mod, not_, sub
 
 from cvs_tasks.errors import BadInput
 from cvs_tasks.metrics import grammar, lines
-from cvs_tasks.metrics.curve import Curve
+from cvs_tasks.metrics.curve import Batch, Curve
 from cvs_tasks.metrics.fieldchecks import FieldChecks
 from cvs_tasks.metrics.iteration import Iteration
 from cvs_tasks.metrics.iteration import prefix_stamp
@@ -77,11 +78,11 @@ class LogParser(ParserViews):
         self._planned: int | None = None
 
     # --- feeding -------------------------------------------------------------------------------
-    def feed(self, text: str) -> list[Iteration]:
+    def feed(self, text: str) -> Sequence[Iteration]:
         """Parse the complete lines in ``tail + text``; returns the iterations they held."""
         return self.feed_bytes(text.encode("utf-8", "replace"))
 
-    def feed_bytes(self, data: bytes, collect: bool = True) -> list[Iteration]:
+    def feed_bytes(self, data: bytes, collect: bool = True) -> Sequence[Iteration]:
         """``feed`` for raw bytes as read from a file (undecodable bytes are skipped and counted).
 
         ``collect=False`` (reading a whole file) skips building the returned iterations.
@@ -113,15 +114,15 @@ class LogParser(ParserViews):
             pos = stop
         return self._collect(made) if collect else []
 
-    def _collect(self, made: list) -> list[Iteration]:
-        return [self._materialize(row) for rows, others in made for row in _curve_rows(rows, others)]
+    def _collect(self, made: list) -> Batch:
+        return Batch([row for rows, others in made for row in _curve_rows(rows, others)], self._materialize)
 
     def _skip_long_line(self) -> None:
         self._tail, self._skipping = b"", True
         self.lines += 1
         self.lines_skipped += 1
 
-    def finish(self) -> list[Iteration]:
+    def finish(self) -> Sequence[Iteration]:
         """The log ended: parse the last line even without a newline. Idempotent."""
         if self._finished:
             return []
