@@ -170,8 +170,10 @@ SIGNATURES: tuple[Signature, ...] = (
          ["torchrun"], _ECHO_HINT),
     _sig("launcher_exit", "process", True,
          r"\bprimus[\w-]* (?:launcher )?exited with (?:exit )?code [1-9]\d*"
-         r"|\bexits with return code = -?[1-9]\d*|returned non-zero exit status [1-9]\d*",
-         ["exited with", "return code", "non-zero exit"], _ECHO_HINT),
+         r"|\bexits with return code = -?[1-9]\d*|returned non-zero exit status [1-9]\d*"
+         r"|\bpdsh@\S+ \S+: ssh exited with exit code [1-9]|\bssh exited with exit code [1-9]"
+         r"|\bmpirun noticed that process rank \d+ .*\bexited on signal \d+|returned\s+a non-zero exit code",
+         ["exited with", "return code", "non-zero exit", "mpirun noticed"], _ECHO_HINT),
     _sig("checkpoint_load_error", "process", True,
          r"could not load the checkpoint|Unable to load (?:optimizer|rng state) from checkpoint"
          r"|Invalid metadata file|is set but no checkpoint was found",

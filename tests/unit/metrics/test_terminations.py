@@ -54,6 +54,14 @@ def parse(text: str) -> LogParser:
     ("subprocess.CalledProcessError: Command '['/usr/bin/python3', '-u', 'pretrain_gpt.py']' returned non-zero "
      "exit status 1.", "launcher_exit", "process"),
     ("[2026-08-21 16:55:31] [NODE-0(n1)] [ERROR] [direct] torchrun exited with code 1", "torchrun_failed", "process"),
+    ("pdsh@gpu-node-01: gpu-node-02: ssh exited with exit code 1", "launcher_exit", "process"),
+    ("mpirun noticed that process rank 3 with PID 0 on node gpu-node-02 exited on signal 9 (Killed).",
+     "launcher_exit", "process"),
+    ("Primary job  terminated normally, but 1 process returned a non-zero exit code. Per user-direction, "
+     "the job has been aborted.", "launcher_exit", "process"),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM Killed.",
+     "host_oom", "oom"),
+    ("srun: error: gpu-node-03: task 3: Out Of Memory", "host_oom", "oom"),
     ("[rank4]: FileNotFoundError: [Errno 2] No such file or directory: '/data/llama/tokenizer.model'",
      "python_exception", "exception"),
     ("0: [default3]: RuntimeError: Error(s) in loading state_dict for GPTModel:", "python_exception", "exception"),
