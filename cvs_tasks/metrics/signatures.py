@@ -108,14 +108,16 @@ SIGNATURES: tuple[Signature, ...] = (
          "a GPU runtime call failed: check the image matches the driver"),
     _sig("hip_async_report_notice", "hip", False,
          r"\b(?:HIP|CUDA) kernel errors might be asynchronously reported", ["asynchronously"]),
-    # --- scheduler (Slurm) ---
-    _sig("slurm_time_limit", "scheduler", True, r"\bCANCELLED AT \S+ DUE TO TIME LIMIT\b|\bTIME LIMIT\b.*\*\*\*",
-         ["time limit"], "the Slurm time limit ended the job: raise --time or lower training_iterations"),
-    _sig("slurm_preempted", "scheduler", True, r"\bDUE TO PREEMPTION\b|\bJob \S+ preempted\b",
+    # --- scheduler (Slurm; PBS and LSF time limits) ---
+    _sig("scheduler_time_limit", "scheduler", True,
+         r"\bCANCELLED AT \S+ DUE TO TIME LIMIT\b|\bTIME LIMIT\b.*\*\*\*|PBS: job killed: walltime \d+ exceeded"
+         r"|\bTERM_RUNLIMIT\b", ["time limit", "walltime", "term_runlimit"],
+         "the scheduler's time limit ended the job: ask for more time or lower training_iterations"),
+    _sig("scheduler_preempted", "scheduler", True, r"\bDUE TO PREEMPTION\b|\bJob \S+ preempted\b|\bTERM_PREEMPT\b",
          ["preempt"], "a higher-priority job preempted this one: resubmit (resume from the last checkpoint)"),
-    _sig("slurm_node_failure", "scheduler", True, r"\bDUE TO NODE FAILURE\b", ["node failure"],
+    _sig("scheduler_node_failure", "scheduler", True, r"\bDUE TO NODE FAILURE\b", ["node failure"],
          "Slurm lost a node: drain it and resubmit"),
-    _sig("slurm_cancelled", "scheduler", True, r"\*\*\* (?:STEP|JOB) \S+ (?:ON \S+ )?CANCELLED AT\b",
+    _sig("scheduler_cancelled", "scheduler", True, r"\*\*\* (?:STEP|JOB) \S+ (?:ON \S+ )?CANCELLED AT\b",
          ["cancelled at"], "the job was cancelled (scancel by a user or an admin)"),
     _sig("srun_step_aborted", "scheduler", True,
          r"\bsrun: Job step aborted\b|\bsrun: forcing job termination\b"
