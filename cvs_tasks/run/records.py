@@ -31,9 +31,14 @@ def test_name(stage: str, combo: str | None = None) -> str:
     return f"test_{stage}[{combo}]" if combo else f"test_{stage}"
 
 
+_DIR_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
 def combo_dir(combo: str) -> str:
-    """On-disk name of a combo: ``=`` and ``,`` (and anything unsafe) become ``_``."""
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in combo)
+    """On-disk name of a combo: ``=`` and ``,`` (and anything not ASCII-safe) become ``_``; never
+    ``.`` or ``..``. Names are validated at load (`identifiers`), this is the last line of defence."""
+    name = "".join(ch if ch in _DIR_SAFE else "_" for ch in combo)
+    return name if name.strip(".") else name.replace(".", "_") or "_"
 
 
 @dataclass

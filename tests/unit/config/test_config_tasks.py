@@ -68,10 +68,10 @@ def test_validate_exits_2_on_a_broken_cluster_file(suite_files, tmp_path):
 def test_show_prints_redacted_json(suite_files, capsys):
     config = minimal_config()
     config["container"]["runtime"]["args"] = {"registry": {"username": "u", "password_file": "/pw"}}
-    config["container"]["env"]["MY_SECRET"] = "s3"
+    config["train_params"]["my_secret"] = "s3"
     config_tasks.show(Context(), config=str(suite_files(config)))
     shown = json.loads(capsys.readouterr().out)
-    assert shown["container"]["env"]["MY_SECRET"] == "***"
+    assert shown["train_params"]["my_secret"] == "***"
     assert shown["gpu_name"] == "MI300X"
 
 
