@@ -7,7 +7,9 @@ opens the SSH fan-out and the container runtime lazily, once per process.
 
 from __future__ import annotations
 
+import atexit
 import getpass
+import shutil
 import tempfile
 import os
 import threading
@@ -22,6 +24,7 @@ from cvs_tasks.errors import BadInput
 from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.plan import RunPlan, make_plan
 from cvs_tasks.run import RunDir
+from cvs_tasks.run.rundir import check_run_flag
 from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
 
@@ -58,6 +61,7 @@ class Session:
     listener: Callable[[object], None] = ignore
     redactor: Redactor = field(default_factory=Redactor)
     stop: threading.Event = field(default_factory=threading.Event)
+    scratch: Path | None = None  # a dry run's throw-away run folder, removed on close / exit
     _hosts: object | None = None
     _runtime: object | None = None
 
@@ -92,6 +96,8 @@ class Session:
             self._hosts.close()
             self._hosts = None
             self._runtime = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- settings -----------------------------------------------------------------------------
     @property
@@ -125,8 +131,11 @@ def _owner() -> str:
 
 def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore) -> Session:
     """Resolve the run directory for ``req`` and load its config; refuse a changed config."""
+    check_run_flag(req.run)
     root = req.reports_root
     existing = _existing_run(req, root)
+    if existing is not None:
+        check_run_flag(existing.run_id)
     if existing is not None:
         manifest = existing.manifest()
         config = req.config or manifest.get("config_file")
@@ -148,6 +157,9 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     else:
         run = _create_run(req, root, plan, suite_flag)
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener)
+    if req.dry_run and existing is None:
+        session.scratch = run.path.parent
+        atexit.register(shutil.rmtree, session.scratch, True)  # stage tasks never call close()
     _register_secrets(session)
     return session
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.identifiers import identifier_problem
 from cvs_tasks.run.records import STAGES, StageRecord, combo_dir
 
 MANIFEST = "run.json"
@@ -42,6 +43,17 @@ def new_run_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
+def check_run_flag(run: str | None) -> None:
+    """Refuse a ``--run`` whose run id (its last path part) could escape a folder or break a
+    script (``..``, a newline, a slash-only path): BadInput (exit 2) before anything is written."""
+    if run is None:
+        return
+    name = Path(run).name if ("/" in run or os.sep in run) else run
+    problem = identifier_problem("run id", name)
+    if problem:
+        raise BadInput(f"--run {run!r}: {problem}")
+
+
 class RunDir:
     """One run directory. Cheap to construct; reads files on demand."""
 
@@ -64,6 +76,7 @@ class RunDir:
     @classmethod
     def create(cls, reports_root: Path, run_id: str | None = None) -> RunDir:
         reports_root = Path(reports_root)
+        check_run_flag(run_id)
         run = cls(reports_root / (run_id or new_run_id()))
         try:
             run.stages_dir.mkdir(parents=True, exist_ok=True)
@@ -77,6 +90,7 @@ class RunDir:
     def resolve(cls, reports_root: Path, run: str | None) -> RunDir:
         """A run id, a path, or None for ``reports/latest``; must exist."""
         reports_root = Path(reports_root)
+        check_run_flag(run)
         if run:
             candidates = [Path(run), reports_root / run]
         else:
