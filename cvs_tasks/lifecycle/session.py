@@ -21,6 +21,7 @@ from typing import Callable
 from cvs_tasks import __version__
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
 from cvs_tasks.errors import BadInput
+from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.plan import RunPlan, make_plan
 from cvs_tasks.run import RunDir
@@ -222,15 +223,22 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
 
 
 def _register_secrets(session: Session) -> None:
-    """Read the secrets the run will use, so every output can be redacted of them."""
-    token_file = Path(session.config.paths.hf_token_file).expanduser()
-    try:
-        session.redactor.add(token_file.read_text(encoding="utf-8"))
-    except OSError:
-        pass
+    """Read the secrets the run will use, so every output can be redacted of them.
+
+    Every non-comment line of a token or password file is a secret. A missing file is the job's
+    to report (it runs without HF_TOKEN); a file that is there but not readable text (a FIFO, a
+    device, non-UTF-8, over the size limit) is bad input, refused before anything runs."""
+    files = [("paths.hf_token_file", session.config.paths.hf_token_file)]
     registry = session.config.container.runtime.args.registry
     if registry is not None and registry.password_file:
+        files.append(("container.runtime.args.registry.password_file", registry.password_file))
+    for field_name, name in files:
+        path = Path(name).expanduser()
+        if not os.path.lexists(path):
+            continue
         try:
-            session.redactor.add(Path(registry.password_file).expanduser().read_text(encoding="utf-8"))
-        except OSError:
-            pass
+            lines = read_secret(path)
+        except InputRefused as exc:
+            raise BadInput(f"{field_name}: {exc}") from None
+        for line in lines:
+            session.redactor.add(line)

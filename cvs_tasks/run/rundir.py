@@ -18,6 +18,7 @@ from typing import Any
 
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.identifiers import identifier_problem
+from cvs_tasks.inputs import InputRefused, load_json
 from cvs_tasks.run.records import STAGES, StageRecord, combo_dir
 
 MANIFEST = "run.json"
@@ -52,6 +53,16 @@ def check_run_flag(run: str | None) -> None:
     problem = identifier_problem("run id", name)
     if problem:
         raise BadInput(f"--run {run!r}: {problem}")
+
+
+def load_record_file(path: Path) -> StageRecord | None:
+    """A stage record file, or None when it is missing, corrupt, tampered with or not a regular
+    file (read through the bounded reader: a FIFO or a huge file is never read)."""
+    try:
+        data, _ = load_json(path, "run record")
+        return StageRecord.from_dict(data)
+    except (InputRefused, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 class RunDir:
@@ -117,12 +128,16 @@ class RunDir:
         write_json_atomic(self.path / MANIFEST, manifest)
 
     def manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        path = self.path / MANIFEST
+        if not os.path.lexists(path):
             return {}
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"unreadable manifest {self.path / MANIFEST}: {exc}") from None
+        try:
+            data, _ = load_json(path, "run record")
+        except InputRefused as exc:
+            raise BadInput(f"unreadable manifest {exc}") from None
+        if not isinstance(data, dict):
+            raise BadInput(f"unreadable manifest {path}: the top level is not a JSON object")
+        return data
 
     # -- stage records --------------------------------------------------------------------------
     def record_path(self, stage: str, combo: str | None = None) -> Path:
@@ -135,13 +150,7 @@ class RunDir:
         return path
 
     def read_record(self, stage: str, combo: str | None = None) -> StageRecord | None:
-        path = self.record_path(stage, combo)
-        try:
-            return StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # a corrupt record counts as not done; the stage reruns
+        return load_record_file(self.record_path(stage, combo))  # a corrupt record counts as not done
 
     def records(self) -> list[StageRecord]:
         """Every readable record, in lifecycle order, then combo order of the manifest."""
@@ -149,11 +158,11 @@ class RunDir:
         if not self.stages_dir.is_dir():
             return out
         for path in self.stages_dir.glob("*.json"):
-            try:
-                out.append(StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        combos = list(self.manifest().get("combos") or [])
+            record = load_record_file(path)
+            if record is not None:
+                out.append(record)
+        combos = self.manifest().get("combos")
+        combos = [c for c in combos if isinstance(c, str)] if isinstance(combos, list) else []
         stage_rank = {s: i for i, s in enumerate(STAGES)}
 
         def key(r: StageRecord) -> tuple[int, int, str]:
