@@ -26,6 +26,10 @@ GRAMMARS: dict[str, tuple[re.Pattern[str], str]] = {
     # registry[:port]/path[:tag][@digest]: never starts with '-', no spaces or shell characters
     "image": (re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}\Z"),
               "a Docker image reference (registry/name:tag or @sha256:...), starting with a letter or digit"),
+    "host": (re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:%-]{0,252}\Z"),
+             "a host name or IP address: A-Z a-z 0-9 . _ : % -, starting with a letter or digit"),
+    "user name": (re.compile(r"\A[A-Za-z0-9._][A-Za-z0-9._@-]{0,63}\Z"),
+                  "a login name: 1-64 of A-Z a-z 0-9 . _ @ -, not starting with -"),
     "env name": (re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z"),
                  "letters, digits and _, not starting with a digit"),
 }
