@@ -28,7 +28,7 @@ from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 
 from cvs_tasks.remote.hostkeys import (StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
-                                       describe_unknown_key)
+                                       describe_unknown_key, load_known_hosts)
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
@@ -92,8 +92,7 @@ class SshHosts(Hosts):
         connection = Connection(host=node.address, user=username, port=node.port,
                                 connect_kwargs=connect_kwargs, config=config)
         # Fabric installs AutoAddPolicy; replace it before anything can connect.
-        if self.known_hosts.is_file():
-            connection.client.load_host_keys(str(self.known_hosts))
+        load_known_hosts(connection.client, self.known_hosts)
         connection.client.set_missing_host_key_policy(StrictHostKeyPolicy())
         return connection
 
