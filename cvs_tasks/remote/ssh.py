@@ -203,10 +203,23 @@ class _BulkRemote(Remote):
     1000-byte chunks. Measured on the testbed: an 8 MiB log read took 3.7 s before, 0.26 s after."""
 
     read_chunk_size = 64 * 1024
+    _killed_by_timeout = False
 
     def respond(self, buffer_) -> None:
         if self.watchers:
             super().respond(buffer_)
+
+    def kill(self) -> None:
+        """Only invoke's timeout timer calls this. Mark the timeout *before* closing the channel:
+        invoke decides "timed out" by the timer thread having ended, but closing the channel wakes
+        the waiting thread while the timer thread is still inside this call, and under load that
+        thread won the race and reported the closed channel's exit status -1 instead."""
+        self._killed_by_timeout = True
+        super().kill()
+
+    @property
+    def timed_out(self) -> bool:
+        return self._killed_by_timeout or super().timed_out
 
 
 def _run_kwargs(timeout: float, stdin: bytes | None) -> dict:
