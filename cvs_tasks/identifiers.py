@@ -30,6 +30,8 @@ GRAMMARS: dict[str, tuple[re.Pattern[str], str]] = {
              "a host name or IP address: A-Z a-z 0-9 . _ : % -, starting with a letter or digit"),
     "user name": (re.compile(r"\A[A-Za-z0-9._][A-Za-z0-9._@-]{0,63}\Z"),
                   "a login name: 1-64 of A-Z a-z 0-9 . _ @ -, not starting with -"),
+    "registry": (re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@-]{0,252}\Z"),
+                 "a registry address (host[:port], or a URL), starting with a letter or digit"),
     "env name": (re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z"),
                  "letters, digits and _, not starting with a digit"),
 }
@@ -50,7 +52,7 @@ def identifier_problem(kind: str, value: object) -> str | None:
     bad = control_characters(value)
     if bad:
         return f"contains control character(s) {', '.join(bad)}; a {kind} must be {allowed}"
-    has_parent = ".." in value.split("/") if kind == "image" else ".." in value
+    has_parent = ".." in value.split("/") if kind in ("image", "registry") else ".." in value
     if has_parent:
         return f"must not contain '..' ({value!r}); a {kind} must be {allowed}"
     if not pattern.match(value):

@@ -136,6 +136,12 @@ def _validate(spec: ContainerSpec) -> None:
             problem = identifier_problem(kind, value) if value else None
             if problem:
                 problems.append(f"container.{key}: {problem}")
+    registry = spec.args.registry
+    if registry is not None:  # both reach `docker login` as words: a leading '-' would be a flag
+        for key, kind, value in (("username", "user name", registry.username), ("server", "registry", registry.server)):
+            problem = identifier_problem(kind, value) if value else None
+            if problem:
+                problems.append(f"container.runtime.args.registry.{key}: {problem}")
     for key, _ in spec.env:
         if looks_like_secret_env(key):
             problems.append(f"container.env.{key}: looks like a secret; env values go on the docker "

@@ -7,7 +7,7 @@ import json
 from invoke import Collection, task
 
 from cvs_tasks import config as cfg
-from cvs_tasks.plan import make_plan
+from cvs_tasks.plan import check_runtime_settings, make_plan
 from cvs_tasks.tasks._common import user_errors
 
 
@@ -52,6 +52,7 @@ def validate(c, config, cluster=None):
         suite = cfg.load_suite(config, loaded_cluster)
         if loaded_cluster is not None:  # the same suite/host-count refusal as a run
             make_plan(suite, loaded_cluster)
+        check_runtime_settings(suite)
         print(format_summary(cfg.describe_suite(suite, loaded_cluster)))
 
 
