@@ -20,6 +20,7 @@ from typing import Callable
 
 from cvs_tasks import __version__
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
+from cvs_tasks.config.placeholders import map_strings
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
@@ -156,12 +157,15 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
             _check_unchanged(existing, suite, cluster_obj)
         run = existing
     else:
-        run = _create_run(req, root, plan, suite_flag)
-    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener)
+        run = None
+    redactor = read_secrets(plan)  # before anything is written: the manifest is redacted too
+    if run is None:
+        run = _create_run(req, root, plan, suite_flag, redactor)
+    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
+                      redactor=redactor)
     if req.dry_run and existing is None:
         session.scratch = run.path.parent
         atexit.register(shutil.rmtree, session.scratch, True)  # stage tasks never call close()
-    _register_secrets(session)
     return session
 
 
@@ -198,7 +202,8 @@ def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:
         )
 
 
-def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | None) -> RunDir:
+def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | None,
+                redactor: Redactor) -> RunDir:
     run_id = Path(req.run).name if req.run else None
     if req.dry_run:  # a dry run records nothing: scratch folder, `latest` untouched
         return RunDir(Path(tempfile.mkdtemp(prefix="cvs-dry-run-")) / (run_id or "dry-run"))
@@ -218,18 +223,21 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
         "effective_config": effective_config(suite),
     }
     if not req.dry_run:
-        run.write_manifest(manifest)
+        run.write_manifest(map_strings(manifest, redactor))
     return run
 
 
-def _register_secrets(session: Session) -> None:
-    """Read the secrets the run will use, so every output can be redacted of them.
+def read_secrets(plan: RunPlan) -> Redactor:
+    """A Redactor holding every secret the run will use, so every output can be redacted of them.
 
     Every non-comment line of a token or password file is a secret. A missing file is the job's
     to report (it runs without HF_TOKEN); a file that is there but not readable text (a FIFO, a
-    device, non-UTF-8, over the size limit) is bad input, refused before anything runs."""
-    files = [("paths.hf_token_file", session.config.paths.hf_token_file)]
-    registry = session.config.container.runtime.args.registry
+    device, non-UTF-8, over the size limit) is bad input, refused before anything runs. So is a
+    container.env value holding a secret: it would be written into node scripts and `docker inspect`."""
+    config = plan.suite.config
+    redactor = Redactor()
+    files = [("paths.hf_token_file", config.paths.hf_token_file)]
+    registry = config.container.runtime.args.registry
     if registry is not None and registry.password_file:
         files.append(("container.runtime.args.registry.password_file", registry.password_file))
     for field_name, name in files:
@@ -241,4 +249,10 @@ def _register_secrets(session: Session) -> None:
         except InputRefused as exc:
             raise BadInput(f"{field_name}: {exc}") from None
         for line in lines:
-            session.redactor.add(line)
+            redactor.add(line)
+    for key, value in config.container.env.items():
+        if redactor(value) != value:
+            raise BadInput(f"{plan.suite.config_path}: container.env.{key}: holds the text of a secret file "
+                           "(token or registry password); env values are written into node scripts and "
+                           "`docker inspect`: remove it (the HF token reaches the job from paths.hf_token_file)")
+    return redactor
