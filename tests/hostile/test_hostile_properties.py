@@ -109,3 +109,52 @@ def test_any_bytes_parse_or_are_refused(data):
         parse_json(text, "f.json", "config")
     except InputRefused:
         pass
+
+
+# --- the wrapper scripts themselves ------------------------------------------------------------
+
+def _job(**changes):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "jobs"))
+    from jobs_factory import make_job
+
+    return make_job(**changes)
+
+
+@pytest.mark.parametrize("backend", ["megatron", "primus"])
+@pytest.mark.parametrize("field, value", [
+    ("label", "MBS=4,GBS=128,PRECISION=FP8\ntouch pwned #"), ("label", "../../etc"), ("label", ".."),
+    ("run_id", "r1\ntouch x #"), ("run_id", ".."), ("run_id", "a/b"),
+])
+def test_a_job_with_a_hostile_name_is_never_built(backend, field, value):
+    from cvs_tasks.jobs.launch import build_launch
+    from cvs_tasks.jobs.spec import JobSetupError
+
+    with pytest.raises(JobSetupError):
+        build_launch(_job(backend=backend, **{field: value}), primus_yaml="examples/x.yaml")
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=no_nul)
+def test_free_text_in_train_params_cannot_add_a_line_to_the_wrapper(text):
+    """Whatever megatron_root holds (it is written into a `cd`, an echo and the launch line), the
+    script parses and its top-level commands are the same as with a plain path: the text stays
+    inside quoted words."""
+    from cvs_tasks.jobs.launch import build_launch
+
+    def commands(root: str) -> list[str]:
+        job = _job(train_params={**_job().train_params, "megatron_root": root})
+        script = build_launch(job).nodes[0].script_text
+        checked = subprocess.run(["bash", "-n"], input=script.encode("utf-8", "surrogateescape"),
+                                 capture_output=True, timeout=10)
+        assert checked.returncode == 0, checked.stderr
+        # bash's own view of the script: `declare -f` of it wrapped in a function lists every command
+        shown = subprocess.run(["bash", "-c", "f() {\n" + script + "\n}\ndeclare -f f"],
+                               capture_output=True, timeout=10)
+        return [line.split()[0] for line in shown.stdout.decode("utf-8", "replace").splitlines()
+                if line.startswith("    ") and not line.startswith("     ") and line.split()]
+
+    plain = commands("/workspace/Megatron-LM")
+    assert "cd" in plain and "export" in plain  # the comparison sees the script's real commands
+    assert commands(text) == plain
