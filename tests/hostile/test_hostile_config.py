@@ -103,3 +103,13 @@ def test_the_untouched_sandbox_config_is_accepted(sandbox):
     assert dry.code == 0, dry.text[-3000:]
     assert list(sandbox.tmp.iterdir()) == []  # the dry run's scratch folder is gone
     assert list(sandbox.reports.iterdir()) == []
+
+
+def test_a_dry_run_whose_stages_would_error_exits_like_the_run(sandbox):
+    """No launcher fits this tokenizer: the smoke and training stages cannot be built."""
+    config = sandbox.config(lambda cfg: cfg["train_params"].update(tokenizer_model="acme/unknown-model"))
+    dry = sandbox.dry_run(config)
+    assert "Traceback" not in dry.text
+    assert dry.code == 1, dry.text[-3000:]  # the smoke stage FAILs at build time, in a run as in a dry run
+    assert "matches no Megatron-LM model family" in dry.text
+    assert sandbox.written() == []
