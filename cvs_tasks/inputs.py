@@ -58,10 +58,10 @@ class InputRefused(BadInput):
         super().__init__(f"{self.path}: {where + ': ' if where else ''}{message}")
 
 
-def read_bytes(path: Path | str, what: str) -> bytes:
-    """The whole file, if it is a regular file within the ``what`` size limit; else InputRefused."""
+def open_regular(path: Path | str, what: str) -> int:
+    """An fd open for reading on a regular file, never blocking: a FIFO, a device or a directory is
+    refused before a byte is read. For readers that stream (logs): wrap it with ``os.fdopen``."""
     path = Path(path).expanduser()
-    limit = LIMITS[what].max_bytes
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -70,11 +70,24 @@ def read_bytes(path: Path | str, what: str) -> bytes:
         raise InputRefused(path, f"cannot read the {what} file: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputRefused(path, f"the {what} file is {_kind(info.st_mode)}, not a regular file; "
-                               "point to a file")
-        if info.st_size > limit:
-            raise InputRefused(path, f"the {what} file is {info.st_size} bytes, over the {_size(limit)} limit")
+    except OSError as exc:
+        os.close(fd)
+        raise InputRefused(path, f"cannot read the {what} file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise InputRefused(path, f"the {what} file is {_kind(info.st_mode)}, not a regular file; point to a file")
+    return fd
+
+
+def read_bytes(path: Path | str, what: str) -> bytes:
+    """The whole file, if it is a regular file within the ``what`` size limit; else InputRefused."""
+    path = Path(path).expanduser()
+    limit = LIMITS[what].max_bytes
+    fd = open_regular(path, what)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise InputRefused(path, f"the {what} file is {size} bytes, over the {_size(limit)} limit")
         chunks: list[bytes] = []
         total = 0
         while True:
