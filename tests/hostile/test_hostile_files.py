@@ -113,3 +113,16 @@ def test_a_tampered_run_directory_is_an_error_not_a_traceback(sandbox, tamper):
     tamper(run)
     res = sandbox.cli("report", "--run", "r1", timeout=60)
     assert res.code in (0, 1, 2, 3) and "Traceback" not in res.text, res.text[-3000:]
+
+
+@pytest.mark.parametrize("cluster, where", [
+    ({"username": "root", "priv_key_file": "/k", "node_dict": {"10.0.0.1\ntouch x": {}}}, "node_dict"),
+    ({"username": "root", "priv_key_file": "/k", "node_dict": ["-oProxyCommand=touch_x"]}, "node_dict[0]"),
+    ({"username": "-oProxyCommand=x", "priv_key_file": "/k", "node_dict": ["10.0.0.1"]}, "username"),
+    ({"username": "root", "priv_key_file": "/k", "node_dict": {"10.0.0.1": {"address": "a b"}}}, "node_dict"),
+])
+def test_hostile_cluster_names_are_refused(sandbox, cluster, where):
+    path = sandbox.root / "cluster.json"
+    path.write_text(json.dumps(cluster))
+    assert_refused(sandbox.validate(sandbox.config(), path), f"{path}", where)
+    assert sandbox.written() == []
