@@ -39,6 +39,9 @@ GRAMMARS: dict[str, tuple[re.Pattern[str], str]] = {
 ASCII_DIGITS = re.compile(r"\A[0-9]+\Z")
 """`str.isdigit()` accepts '²' and '٤'; a size that reaches a launcher must be ASCII 0-9."""
 
+ASCII_DECIMAL = re.compile(r"\A\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,3})?\s*\Z")
+"""A number as text: `float()` also takes '٣', 'nan' and 'inf', which no flag or gate means."""
+
 SECRET_ENV_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL", re.I)
 """The one rule for env names that look like secrets (refused in container.env: values of
 container.env end up on the docker command line and in `docker inspect`)."""

@@ -6,13 +6,12 @@ rules that need the raw file (sweep, env, placeholders) live in `sweep.py` and `
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from cvs_tasks.config.sweep import precision_problem_of
-from cvs_tasks.identifiers import is_ascii_positive_int
+from cvs_tasks.identifiers import ASCII_DECIMAL, is_ascii_positive_int
 
 GPU_NAMES = ("MI300X", "MI325X", "MI355X")
 
@@ -27,13 +26,12 @@ def _number_as_text(value: Any) -> Any:
 NumText = Annotated[str, BeforeValidator(_number_as_text)]
 
 
-_DECIMAL = re.compile(r"\A\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]{1,3})?\s*\Z")
 
 
 def _plain_number(value: Any) -> Any:
     """`true` is not 1.0, and `"nan"`, `"inf"` or `"٤"` are not numbers: a gate value is a JSON
     number or a plain ASCII decimal in a string (`"2.5"`)."""
-    if isinstance(value, bool) or (isinstance(value, str) and not _DECIMAL.match(value)):
+    if isinstance(value, bool) or (isinstance(value, str) and not ASCII_DECIMAL.match(value)):
         raise ValueError(f"must be a finite number, not {value!r}")
     return value
 

@@ -10,7 +10,7 @@ from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.remote import check_nodes, connect, format_check_table, known_hosts_path
 from cvs_tasks.remote.hostkeys import record_keys, scan_keys
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import seconds_flag, user_errors
 
 DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"
 
@@ -27,7 +27,7 @@ def _required(cluster: str | None) -> str:
     "known_hosts": "known_hosts file to verify host keys against (default: the cluster's, else ~/.ssh/known_hosts)",
     "connect_timeout": "Seconds allowed to connect to each node (default 10)",
 })
-def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
+def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
     """Check every node: SSH, Docker, image present, GPUs visible, free disk in the log dir."""
     with user_errors():
         spec = load_cluster(_required(cluster))
@@ -39,7 +39,8 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
             log_dir = suite.config.paths.log_dir
             visible_check = suite.config.gpu.visible_check
         runtime = (container.get("runtime") or {}).get("name", "docker")
-        with connect(spec, known_hosts=known_hosts, connect_timeout=float(connect_timeout)) as hosts:
+        bound = seconds_flag("connect-timeout", connect_timeout, 10.0)
+        with connect(spec, known_hosts=known_hosts, connect_timeout=bound) as hosts:
             checks = check_nodes(hosts, runtime, container.get("image"), log_dir, visible_check)
         print(format_check_table(checks))
         bad = [f"{ch.host} ({', '.join(ch.failed())})" for ch in checks if not ch.ok]
@@ -55,12 +56,12 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
     "yes": "Record without asking (scripts): only after checking the fingerprints another way",
     "timeout": "Seconds allowed to fetch each node's key (default 10)",
 })
-def trust(c, cluster=None, known_hosts=None, replace=False, yes=False, timeout=10):
+def trust(c, cluster=None, known_hosts=None, replace=False, yes=False, timeout=None):
     """Fetch each node's SSH host key, show its SHA256 fingerprint, and record new keys once confirmed."""
     with user_errors():
         spec = load_cluster(_required(cluster))
         path = known_hosts_path(spec, known_hosts)
-        outcomes = scan_keys(spec, path, replace=replace, timeout=float(timeout))
+        outcomes = scan_keys(spec, path, replace=replace, timeout=seconds_flag("timeout", timeout, 10.0))
         for o in outcomes:
             print(_outcome_line(o))
         pending = [o for o in outcomes if o.pending]

@@ -126,3 +126,9 @@ def test_hostile_cluster_names_are_refused(sandbox, cluster, where):
     path.write_text(json.dumps(cluster))
     assert_refused(sandbox.validate(sandbox.config(), path), f"{path}", where)
     assert sandbox.written() == []
+
+
+@pytest.mark.parametrize("task, flag", [("cluster.trust", "--timeout"), ("cluster.check", "--connect-timeout")])
+@pytest.mark.parametrize("value", ["abc", "-5", "0", "1e999", "nan", "٣"])
+def test_a_hostile_seconds_flag_is_exit_2(sandbox, task, flag, value):
+    assert_refused(sandbox.cli(task, "--cluster", str(LOCAL_CLUSTER), flag, value), flag)
