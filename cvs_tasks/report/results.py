@@ -8,7 +8,6 @@ Every other surface (HTML, JUnit, console summary) is derived from this object.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
