@@ -92,7 +92,11 @@ def test_a_fifo_known_hosts_does_not_hang_trust(sandbox):
 def test_a_hostile_run_id_is_refused_before_anything_is_written(sandbox, run_id):
     for res in (sandbox.dry_run(sandbox.config(), LOCAL_CLUSTER, "--run", run_id),
                 sandbox.cli("all", "--config", str(sandbox.config()), "--cluster", str(LOCAL_CLUSTER), "--run", run_id),
-                sandbox.cli("report", "--run", run_id)):
+                sandbox.cli("report", "--run", run_id),
+                sandbox.cli("cleanup", "--cluster", str(LOCAL_CLUSTER), "--config", str(sandbox.config()),
+                            "--run", run_id),
+                sandbox.cli("teardown", "--config", str(sandbox.config()), "--cluster", str(LOCAL_CLUSTER),
+                            "--run", run_id)):
         assert_refused(res, "--run")
     assert sandbox.written() == []
     assert not (sandbox.root.parent / "run.json").exists()
