@@ -28,6 +28,10 @@ GRAMMARS: dict[str, tuple[re.Pattern[str], str]] = {
               "a Docker image reference (registry/name:tag or @sha256:...), starting with a letter or digit"),
     "host": (re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:%-]{0,252}\Z"),
              "a host name or IP address: A-Z a-z 0-9 . _ : % -, starting with a letter or digit"),
+    "model name": (re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"),
+                   "1-128 of A-Z a-z 0-9 . _ - (it names the tokenizer cache folder and the Primus YAML)"),
+    "tokenizer": (re.compile(r"\A[A-Za-z0-9/][A-Za-z0-9._/-]{0,255}\Z"),
+                  "a Hugging Face repo id (org/name) or an absolute path: A-Z a-z 0-9 . _ - /"),
     "user name": (re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}\Z"),
                   "a login name: 1-64 of A-Z a-z 0-9 . _ @ -, starting with a letter, digit or _"),
     "registry": (re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._/:@-]{0,252}\Z"),
@@ -55,7 +59,7 @@ def identifier_problem(kind: str, value: object) -> str | None:
     bad = control_characters(value)
     if bad:
         return f"contains control character(s) {', '.join(bad)}; a {kind} must be {allowed}"
-    has_parent = ".." in value.split("/") if kind in ("image", "registry") else ".." in value
+    has_parent = ".." in value.split("/") if kind in ("image", "registry", "tokenizer") else ".." in value
     if has_parent:
         return f"must not contain '..' ({value!r}); a {kind} must be {allowed}"
     if not pattern.match(value):

@@ -177,6 +177,11 @@ def _assemble(combo_id: str, cell: str, parsed: tuple[str, str, str], base: dict
         if value.strip() and CHANGEME not in value and not ASCII_WHOLE.match(value.strip()):
             source = join_path(where, name) if name in overlay else join_path("train_params", name)
             return None, [(source, f"must be a whole number in ASCII digits 0-9 (got {value!r})")]
+    for name, kind in (("model_name", "model name"), ("tokenizer_model", "tokenizer")):
+        value = params.get(name, "")
+        problem = identifier_problem(kind, value.strip()) if value.strip() and CHANGEME not in value else None
+        if problem:  # both reach node paths and command words (a leading '-' would be an option)
+            return None, [(join_path(where, name) if name in overlay else join_path("train_params", name), problem)]
     iterations = params["training_iterations"]
     if CHANGEME not in iterations and not _positive_int(iterations):
         source = join_path(where, "training_iterations") if "training_iterations" in overlay else "train_params.training_iterations"
