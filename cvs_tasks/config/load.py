@@ -162,6 +162,7 @@ def _changeme_message(where: str, text: str, config_path: Path) -> str:
 
 def _coverage(combos: list[Combo], sweep: Any, thresholds: dict[str, Any]) -> list[Problem]:
     combinations = sweep.get("combinations") if isinstance(sweep, dict) else None
+    combinations = combinations if isinstance(combinations, dict) else None  # the model reports the type
     declared = list(combinations) if combinations else [DEFAULT_COMBO]
     missing, extra = cell_coverage(combos, declared, list(thresholds))
     problems: list[Problem] = []
