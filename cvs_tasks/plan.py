@@ -112,8 +112,17 @@ def choose_suite(explicit: str | None, config_name: str, host_count: int) -> Sui
     return suite
 
 
+def check_runtime_settings(suite: Suite) -> None:
+    """The container settings as the runtime will read them (BadInput, exit 2): the same check for
+    `config.validate`, `--dry-run` and a run, before anything touches a node."""
+    from cvs_tasks.remote.docker_cmd import container_spec
+
+    container_spec(suite.config.container)
+
+
 def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:
     mode = choose_suite(explicit_suite, suite.config_path.name, len(cluster.hosts))
+    check_runtime_settings(suite)
     env = dict(suite.config.container.env)
     env["NNODES"] = str(len(cluster.hosts))
     return RunPlan(suite=suite, cluster=cluster, mode=mode, hosts=tuple(cluster.hosts), env=env)

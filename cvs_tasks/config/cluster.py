@@ -19,6 +19,7 @@ from cvs_tasks.config.placeholders import (
     USER_ID, changeme_hint, find_changeme, local_user, strip_comments, substitute_user,
 )
 from cvs_tasks.config.validation import validate_model
+from cvs_tasks.identifiers import identifier_problem
 
 LOCAL_NAMES = ("localhost",)
 
@@ -79,6 +80,9 @@ def load_cluster(path: Path | str) -> Cluster:
 
 def parse_cluster(raw: dict[str, Any], path: Path, user: str | None = None) -> Cluster:
     """The Cluster described by `raw` (already parsed JSON); `user` replaces `{user-id}`."""
+    username = raw.get("username")
+    if isinstance(username, str) and username != USER_ID and identifier_problem("user name", username):
+        raise ConfigError(path, [("username", identifier_problem("user name", username))])
     data = substitute_user(strip_comments(raw), user or local_user())
     problems: list[Problem] = [
         (where, changeme_hint(where, text)) for where, text in find_changeme(data, keys_too=True)
@@ -129,6 +133,10 @@ def _hosts(node_dict: Any) -> tuple[list[HostSpec], list[Problem]]:
             problems.append((where, f"host {name!r} is listed twice (also {seen[name]})"))
             continue
         seen[name] = where
+        bad = [identifier_problem("host", h) for h in dict.fromkeys((name, node.address or name))]
+        if any(bad):  # host names reach ssh, known_hosts lines and scripts
+            problems.append((where, next(b for b in bad if b)))
+            continue
         local = node.local or (name in LOCAL_NAMES and not node.model_fields_set)
         hosts.append(HostSpec(name=name, address=node.address or name, port=node.port, local=local))
     return hosts, problems

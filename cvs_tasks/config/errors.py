@@ -17,7 +17,7 @@ from cvs_tasks.errors import BadInput
 Problem = tuple[str, str]
 """(dotted path such as `sweep.runs[2]` or `container.env.NCCL_DEBUG`, message)."""
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAIN_KEY = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 
 
 class ConfigError(BadInput):

@@ -20,7 +20,7 @@ from cvs_tasks.config.files import read_json_object
 from cvs_tasks.config.models import SuiteConfig
 from cvs_tasks.config.thresholds import REPO_ROOT
 from cvs_tasks.config.placeholders import (
-    CHANGEME, changeme_hint, exempt_checkpoint, find_changeme, local_user, strip_comments,
+    CHANGEME, ExpansionTooLong, changeme_hint, exempt_checkpoint, find_changeme, local_user, strip_comments,
     substitute_cvs_root, substitute_paths, substitute_user, unknown_path_placeholders,
 )
 from cvs_tasks.config.rules import (
@@ -68,7 +68,10 @@ def load_suite(config_path: Path | str, cluster: Cluster | None = None) -> Suite
     if cluster is not None and cluster.container:
         data["container"] = merge_under(cluster.container, data.get("container"))
     data = substitute_cvs_root(data, str(REPO_ROOT))
-    data = substitute_paths(substitute_user(data, resolved_username(cluster) or local_user()))
+    try:
+        data = substitute_paths(substitute_user(data, resolved_username(cluster) or local_user()))
+    except ExpansionTooLong as exc:
+        raise ConfigError(path, [(exc.where, str(exc))]) from None
 
     problems: list[Problem] = []
     warnings: list[str] = []
@@ -159,6 +162,7 @@ def _changeme_message(where: str, text: str, config_path: Path) -> str:
 
 def _coverage(combos: list[Combo], sweep: Any, thresholds: dict[str, Any]) -> list[Problem]:
     combinations = sweep.get("combinations") if isinstance(sweep, dict) else None
+    combinations = combinations if isinstance(combinations, dict) else None  # the model reports the type
     declared = list(combinations) if combinations else [DEFAULT_COMBO]
     missing, extra = cell_coverage(combos, declared, list(thresholds))
     problems: list[Problem] = []

@@ -10,6 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from cvs_tasks.config.sweep import precision_problem_of
+from cvs_tasks.identifiers import ASCII_DECIMAL, is_ascii_positive_int
+
 GPU_NAMES = ("MI300X", "MI325X", "MI355X")
 
 
@@ -23,8 +26,22 @@ def _number_as_text(value: Any) -> Any:
 NumText = Annotated[str, BeforeValidator(_number_as_text)]
 
 
+
+
+def _plain_number(value: Any) -> Any:
+    """`true` is not 1.0, and `"nan"`, `"inf"` or `"٤"` are not numbers: a gate value is a JSON
+    number or a plain ASCII decimal in a string (`"2.5"`)."""
+    if isinstance(value, bool) or (isinstance(value, str) and not ASCII_DECIMAL.match(value)):
+        raise ValueError(f"must be a finite number, not {value!r}")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_plain_number)]
+"""A finite JSON number (the models refuse NaN and infinities)."""
+
+
 class Block(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Paths(Block):
@@ -86,6 +103,21 @@ class Smoke(Block):
     global_batch_size: NumText = Field("", description='Empty: "8" single-node, "16" distributed.')
     precision: str = "BF16"
 
+    @field_validator("micro_batch_size", "global_batch_size")
+    @classmethod
+    def _ascii_size(cls, value: str) -> str:
+        if value.strip() and not is_ascii_positive_int(value):
+            raise ValueError(f"must be a positive integer in ASCII digits 0-9 (got {value!r})")
+        return value
+
+    @field_validator("precision")
+    @classmethod
+    def _known_precision(cls, value: str) -> str:
+        problem = precision_problem_of(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
 
 class Checkpoint(Block):
     enforce: bool = False
@@ -99,13 +131,14 @@ class Checkpoint(Block):
 class LossCurve(Block):
     sample_every: int = Field(10, ge=1)
     milestone_steps: list[int] = Field(default_factory=lambda: [100, 500, 1000, 5000])
-    max_slope: float = 0.0
+    max_slope: Number = Field(0.0, le=0, description="Largest accepted loss slope per step; <= 0 "
+                              "(a positive value would pass a rising loss).")
     enforce: bool = True
 
 
 class Convergence(Block):
     target_metric: Literal["auto", "train_loss", "eval_loss"] = "auto"
-    target_value: float = Field(0.0, description="Loss to reach; <= 0 disables.")
+    target_value: Number = Field(0.0, ge=0, description="Loss to reach; 0 disables.")
 
 
 class ScalingBaseline(Block):

@@ -56,8 +56,24 @@ def substitute_cvs_root(data: Any, root: str) -> Any:
     return map_strings(data, lambda s: s.replace(CVS_ROOT, root))
 
 
+MAX_EXPANDED = 4096
+"""Longest string a placeholder may expand to: a chain of `{a}` -> `{b}{b}` -> ... doubles per
+level, so without a bound 28 levels take hundreds of MB."""
+
+
+class ExpansionTooLong(ValueError):
+    """A placeholder expands past MAX_EXPANDED characters; `.where` is the dotted path."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"placeholders expand past {MAX_EXPANDED} characters (a chain of "
+                         "{paths.*} references that repeat each other?); shorten it")
+        self.where = where
+
+
 def substitute_paths(config: dict[str, Any]) -> dict[str, Any]:
-    """Resolve `{key}` inside `paths` (to a fixed point), then `{paths.key}` everywhere."""
+    """Resolve `{key}` inside `paths` (to a fixed point), then `{paths.key}` everywhere.
+
+    Raises ExpansionTooLong when any string would grow past MAX_EXPANDED characters."""
     config = dict(config)
     paths = config.get("paths")
     if not isinstance(paths, dict):
@@ -65,18 +81,42 @@ def substitute_paths(config: dict[str, Any]) -> dict[str, Any]:
     paths = copy.deepcopy(paths)
     flat = {k: v for k, v in paths.items() if isinstance(v, str)}
     for _ in range(len(flat) + 1):
-        resolved = {k: _fill(v, flat) for k, v in flat.items()}
+        resolved = {k: _fill(v, flat, join_path("paths", k)) for k, v in flat.items()}
         if resolved == flat:
             break
         flat = resolved
     paths.update(flat)
     config["paths"] = paths
     dotted = {f"paths.{k}": v for k, v in flat.items()}
-    return map_strings(config, lambda s: _fill(s, dotted))
+    return _map_with_path(config, dotted, "")
 
 
-def _fill(text: str, values: Mapping[str, str]) -> str:
-    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+def _map_with_path(data: Any, values: Mapping[str, str], where: str) -> Any:
+    if isinstance(data, str):
+        return _fill(data, values, where)
+    if isinstance(data, dict):
+        return {key: _map_with_path(value, values, join_path(where, str(key))) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_map_with_path(value, values, join_path(where, i)) for i, value in enumerate(data)]
+    return data
+
+
+def _fill(text: str, values: Mapping[str, str], where: str = "") -> str:
+    """One substitution pass, refusing to build a string longer than MAX_EXPANDED."""
+    if "{" not in text:
+        return text
+    grown = len(text)
+    limit = max(MAX_EXPANDED, len(text))
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal grown
+        value = values.get(match.group(1), match.group(0))
+        grown += len(value) - len(match.group(0))
+        if grown > limit:
+            raise ExpansionTooLong(where)
+        return value
+
+    return _PLACEHOLDER.sub(one, text)
 
 
 def unknown_path_placeholders(config: Any, known: set[str], path: str = "") -> list[Problem]:

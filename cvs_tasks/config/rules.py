@@ -11,8 +11,9 @@ from typing import Any
 
 from cvs_tasks.config.errors import ConfigError, Problem, join_path
 from cvs_tasks.config.placeholders import CHANGEME
+from cvs_tasks.identifiers import identifier_problem, looks_like_secret_env
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 SUITE_OWNED_ENV = {
     "NNODES": "the suite sets NNODES from the number of hosts in the cluster file; remove it",
     "NODE_RANK": "the suite sets NODE_RANK per node (host i gets i); remove it",
@@ -79,8 +80,10 @@ def env_problems(config: dict[str, Any]) -> tuple[list[Problem], list[str]]:
             problems.append((where, SECRET_ENV[key]))
         elif not ENV_NAME.match(key):
             problems.append((where, "not a valid environment variable name (letters, digits, _; no leading digit)"))
-        elif re.search(r"(?i)(TOKEN|PASSWORD|SECRET)", key):
-            warnings.append(f"{where}: looks like a secret; it will be visible in `docker inspect` on every node")
+        elif looks_like_secret_env(key):
+            problems.append((where, "looks like a secret: container.env values go on the docker command line "
+                             "and into `docker inspect` on every node; pass it as a file instead "
+                             "(paths.hf_token_file for the HF token)"))
     return problems, warnings
 
 
@@ -91,6 +94,12 @@ def container_problems(config: dict[str, Any]) -> list[Problem]:
     runtime = container.get("runtime") if isinstance(container.get("runtime"), dict) else {}
     if runtime.get("name") == "docker" and not str(container.get("name", "")).strip():
         problems.append(("container.name", "required for the docker runtime (the container's name on every node)"))
+    for key, kind in (("name", "container name"), ("image", "image")):
+        value = container.get(key)
+        if isinstance(value, str) and value and CHANGEME not in value:
+            problem = identifier_problem(kind, value)
+            if problem:
+                problems.append((f"container.{key}", problem))
     image = container.get("image")
     params = config.get("train_params") if isinstance(config.get("train_params"), dict) else {}
     model = str(params.get("model_name", ""))

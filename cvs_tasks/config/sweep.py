@@ -10,9 +10,13 @@ from typing import Any
 
 from cvs_tasks.config.errors import Problem, did_you_mean, join_path, short_repr
 from cvs_tasks.config.placeholders import CHANGEME
+from cvs_tasks.identifiers import identifier_problem, is_ascii_positive_int
+from cvs_tasks.run.records import combo_dir
 
 DEFAULT_COMBO = "default"
-KEY_PATTERN = re.compile(r"^MBS=([^,]+),GBS=([^,]+),PRECISION=([^,]+)$")
+KEY_PATTERN = re.compile(r"\AMBS=([^,]+),GBS=([^,]+),PRECISION=([^,]+)\Z")
+KNOWN_PRECISIONS = ("FP8", "BF16", "FP16", "MXFP8", "MXFP4")
+"""Every precision some launcher knows (jobs.families); anything else would silently train FP8."""
 FORCED = ("micro_batch_size", "global_batch_size", "precision")
 TRAIN_PARAM_DEFAULTS = {
     "tokenizer_model": "meta-llama/Llama-3.1-70B",
@@ -25,6 +29,9 @@ TRAIN_PARAM_DEFAULTS = {
     "training_iterations": "10",
 }
 """What the jobs assume when train_params leaves a key out (behaviour reference §1.5)."""
+WHOLE_NUMBER_PARAMS = ("sequence_length", "tensor_parallelism", "pipeline_parallelism", "fsdp", "recompute")
+"""train_params that reach a launcher as numbers: `"٤"` or `"²"` would pass `isdigit()` and break it."""
+ASCII_WHOLE = re.compile(r"\A[0-9]{1,18}\Z")
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,10 @@ def combo_key(mbs: str, gbs: str, precision: str) -> str:
 
 
 def parse_combo_key(key: str) -> tuple[str, str, str] | None:
-    """(mbs, gbs, precision) from `MBS=4,GBS=128,PRECISION=FP8`, or None if the key is malformed."""
+    """(mbs, gbs, precision) from `MBS=4,GBS=128,PRECISION=FP8`, or None if the key is malformed
+    (including any character outside the sweep-key grammar: a newline, a slash, `..`)."""
+    if identifier_problem("sweep key", key) is not None:
+        return None
     match = KEY_PATTERN.match(key)
     return (match.group(1), match.group(2), match.group(3)) if match else None
 
@@ -78,6 +88,7 @@ def build_combos(sweep: Any, train_params: Any) -> tuple[list[Combo], list[Probl
         problems.append(("sweep.runs", "is empty; list the combination keys to run, e.g. "
                          f"[{', '.join(repr(k) for k in list(combinations)[:2])}]"))
 
+    problems += folder_collisions(list(combinations))
     built: dict[str, Combo] = {}
     for key, body in combinations.items():
         combo, combo_problems = _combo(key, body, base)
@@ -109,12 +120,18 @@ def _combo(key: str, body: Any, base: dict[str, str]) -> tuple[Combo | None, lis
         return None, [(where, 'must be an object of train_params overlays, e.g. {"training_iterations": "20"}')]
     if key == DEFAULT_COMBO:
         return _default_combo(body, base, where, implicit=False)
+    bad_name = identifier_problem("sweep key", key)
+    if bad_name is not None:
+        return None, [(where, f"invalid combination key: {bad_name}")]
     parsed = parse_combo_key(key)
     if parsed is None:
         return None, [(where, "invalid combination key; write MBS=<micro batch>,GBS=<global batch>,"
                        "PRECISION=<precision>, e.g. MBS=4,GBS=128,PRECISION=FP8")]
-    problems = [(where, f"{name} in the key must be a positive integer (got {value!r})")
+    problems = [(where, f"{name} in the key must be a positive integer in ASCII digits 0-9 (got {value!r})")
                 for name, value in (("MBS", parsed[0]), ("GBS", parsed[1])) if not _positive_int(value)]
+    precision_problem = precision_problem_of(parsed[2])
+    if precision_problem:
+        problems.append((where, precision_problem))
     overlay, overlay_problems = _overlay(body, where)
     problems += overlay_problems
     for name, value in zip(FORCED, parsed):
@@ -139,6 +156,13 @@ def _default_combo(body: dict[str, Any], base: dict[str, str], where: str,
     if problems:
         return None, problems
     parsed = (merged["micro_batch_size"], merged["global_batch_size"], merged["precision"])
+    for name, value in zip(FORCED[:2], parsed[:2]):
+        if CHANGEME not in value and not _positive_int(value):
+            problems.append((_source(where, overlay, name), f"must be a positive integer in ASCII digits 0-9 (got {value!r})"))
+    if CHANGEME not in parsed[2] and precision_problem_of(parsed[2]):
+        problems.append((_source(where, overlay, "precision"), precision_problem_of(parsed[2])))
+    if problems:
+        return None, problems
     return _assemble(DEFAULT_COMBO, DEFAULT_COMBO, parsed, base, overlay, where)
 
 
@@ -148,6 +172,16 @@ def _assemble(combo_id: str, cell: str, parsed: tuple[str, str, str], base: dict
     params = {**base, **overlay, **dict(zip(FORCED, parsed))}
     for name, value in TRAIN_PARAM_DEFAULTS.items():
         params.setdefault(name, value)
+    for name in WHOLE_NUMBER_PARAMS:
+        value = params.get(name, "")
+        if value.strip() and CHANGEME not in value and not ASCII_WHOLE.match(value.strip()):
+            source = join_path(where, name) if name in overlay else join_path("train_params", name)
+            return None, [(source, f"must be a whole number in ASCII digits 0-9 (got {value!r})")]
+    for name, kind in (("model_name", "model name"), ("tokenizer_model", "tokenizer")):
+        value = params.get(name, "")
+        problem = identifier_problem(kind, value.strip()) if value.strip() and CHANGEME not in value else None
+        if problem:  # both reach node paths and command words (a leading '-' would be an option)
+            return None, [(join_path(where, name) if name in overlay else join_path("train_params", name), problem)]
     iterations = params["training_iterations"]
     if CHANGEME not in iterations and not _positive_int(iterations):
         source = join_path(where, "training_iterations") if "training_iterations" in overlay else "train_params.training_iterations"
@@ -183,7 +217,34 @@ def _text_params(params: Any, where: str) -> tuple[dict[str, str], list[Problem]
 
 
 def _positive_int(text: str) -> bool:
-    return text.strip().isdigit() and int(text) > 0
+    return is_ascii_positive_int(text)
+
+
+def _source(where: str, overlay: dict[str, str], name: str) -> str:
+    return join_path(where, name) if name in overlay else join_path("train_params", name)
+
+
+def precision_problem_of(precision: str) -> str | None:
+    """None for a precision some launcher knows (any case, `TE_` prefix allowed), else the problem."""
+    if precision.strip().upper().removeprefix("TE_") in KNOWN_PRECISIONS:
+        return None
+    return (f"unknown precision {precision!r}: use one of {', '.join(KNOWN_PRECISIONS)} "
+            "(an unknown precision would silently train as FP8)")
+
+
+def folder_collisions(keys: list[str], where: str = "sweep.combinations") -> list[Problem]:
+    """Keys whose on-disk folder name (`combo_dir`) is the same, compared case-insensitively:
+    they would share a log folder and a stage record, and the second would be skipped as done."""
+    seen: dict[str, str] = {}
+    problems: list[Problem] = []
+    for key in keys:
+        folder = combo_dir(key).casefold()
+        if folder in seen:
+            problems.append((join_path(where, key), f"uses the same folder name as {seen[folder]!r} "
+                             f"({combo_dir(key)}); the two would share logs and records, keep one"))
+        else:
+            seen[folder] = key
+    return problems
 
 
 def cell_coverage(combos: list[Combo], declared: list[str], cells: list[str]) -> tuple[list[Combo], list[str]]:

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from cvs_tasks.config.errors import Problem, did_you_mean, join_path
+from cvs_tasks.config.models import Number
 from cvs_tasks.config.files import read_json_object
 from cvs_tasks.config.placeholders import strip_comments
 from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
@@ -41,12 +42,12 @@ KNOWN_METRICS = (
 class ThresholdSpec(BaseModel):
     """One metric's gate. `optional` turns a missing value into SKIPPED instead of FAIL."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     kind: Kind
-    value: float | None = None
+    value: Number | None = None
     optional: bool = False
-    tolerance_pct: float | None = None
+    tolerance_pct: Number | None = None
     reference: str | None = None
 
     @model_validator(mode="after")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from cvs_tasks.jobs.megatron import build_megatron_launch
 from cvs_tasks.jobs.primus import build_primus_launch
+from cvs_tasks.jobs.shell import comment
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
+from cvs_tasks.identifiers import identifier_problem
 
 
 def build_launch(job: JobSpec, *, primus_yaml: str | None = None) -> LaunchPlan:
@@ -13,6 +15,10 @@ def build_launch(job: JobSpec, *, primus_yaml: str | None = None) -> LaunchPlan:
     ``primus_yaml`` is the experiment YAML found by ``yaml_check_command`` (relative to
     primus_root); without it the first candidate is used (fine for a dry run).
     """
+    for kind, value in (("label", job.label), ("run id", job.run_id)):
+        problem = identifier_problem(kind, value)
+        if problem:  # names reach node paths and scripts: refuse, never sanitise silently
+            raise JobSetupError(f"job {value!r}: {problem}", field=kind)
     if job.nnodes < 1:
         raise JobSetupError(f"job '{job.label}' has no nodes (nnodes={job.nnodes}); "
                             f"the cluster file lists no hosts", field="node_dict")
@@ -35,7 +41,7 @@ def dry_run_by_node(plan: LaunchPlan) -> list[list[str]]:
         rendered.append([
             f"# node {node.rank}: prepare (on the host)",
             *plan.prepare,
-            f"# node {node.rank}: write {node.script_path} (mode 0700)",
+            comment(f"node {node.rank}: write {node.script_path} (mode 0700)"),
             *node.script_text.rstrip("\n").split("\n"),
             f"# node {node.rank}: launch (in the container; on the node itself for runtime host)",
             node.launch_command,
@@ -45,8 +51,8 @@ def dry_run_by_node(plan: LaunchPlan) -> list[list[str]]:
 
 def render_dry_run(plan: LaunchPlan) -> list[str]:
     """The whole plan as printable lines: a heading, the warnings, then every node's block."""
-    lines = [f"# {plan.backend} job '{plan.label}', logs under {plan.combo_log_dir}"]
-    lines += [f"# warning: {w}" for w in plan.warnings]
+    lines = [comment(f"{plan.backend} job '{plan.label}', logs under {plan.combo_log_dir}")]
+    lines += [comment(f"warning: {w}") for w in plan.warnings]
     for block in dry_run_by_node(plan):
         lines += ["", *block]
     return lines

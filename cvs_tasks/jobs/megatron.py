@@ -16,6 +16,7 @@ from cvs_tasks.jobs.families import (
 )
 from cvs_tasks.jobs.nic import broadcom_gid_index, needs_broadcom_setup
 from cvs_tasks.jobs.shell import (
+    comment,
     detached_start,
     env_export_lines,
     finish_function,
@@ -95,8 +96,7 @@ def wrapper_script(job: JobSpec, rank: int, warnings: list[str]) -> str:
     root = job.param("megatron_root")
     lines = [
         "#!/bin/bash",
-        f"# cvs-tasks Megatron-LM wrapper: {job.label}, node {rank} of {job.nnodes}, "
-        f"run {job.run_id}",
+        comment(f"cvs-tasks Megatron-LM wrapper: {job.label}, node {rank} of {job.nnodes}, run {job.run_id}"),
         "set -u",
         *finish_function(layout.exit_path(job, rank)),
         f"cd {q(root)} || {{ echo {say(f'cannot cd to {root} (train_params.megatron_root)')} >&2; "

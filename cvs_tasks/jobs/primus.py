@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from cvs_tasks.jobs import layout
 from cvs_tasks.jobs.shell import (
+    comment,
     detached_start,
     env_export_lines,
     finish_function,
@@ -104,7 +105,7 @@ def wrapper_script(job: JobSpec, rank: int, yaml_path: str, warnings: list[str])
     root = job.param("primus_root")
     lines = [
         "#!/bin/bash",
-        f"# cvs-tasks Primus wrapper: {job.label}, node {rank} of {job.nnodes}, run {job.run_id}",
+        comment(f"cvs-tasks Primus wrapper: {job.label}, node {rank} of {job.nnodes}, run {job.run_id}"),
         "set -u",
         *finish_function(layout.exit_path(job, rank)),
     ]

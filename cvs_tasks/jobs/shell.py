@@ -10,7 +10,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Where §5.6 looks for the HIP runtime when paths.rocm_dir is not set.
 ROCM_CORE_GLOB = "/opt/rocm/core-*"
@@ -21,6 +21,13 @@ HIP_LIBRARY = "libamdhip64.so"
 def q(value: object) -> str:
     """Shell-quote one word (no quotes added when none are needed)."""
     return shlex.quote(str(value))
+
+
+def comment(text: str) -> str:
+    """A ``# …`` line whose text cannot end the comment: anything but printable ASCII is escaped
+    (a newline in a label would otherwise start a command of its own)."""
+    safe = "".join(ch if " " <= ch <= "~" else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return f"# {safe}"
 
 
 def say(message: str) -> str:

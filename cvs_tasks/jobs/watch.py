@@ -15,8 +15,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Sequence
+from typing import Callable, Sequence
 
+from cvs_tasks.run.redact import RedactingWriter, Redactor
 from cvs_tasks.errors import InfraError
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.metrics.signatures import CAUSE_RANK
@@ -111,8 +112,10 @@ class Watcher:
         combo: str | None,
         stop: threading.Event | None = None,
         clock: Clock = time.monotonic,
+        redactor: Redactor | None = None,
     ) -> None:
         self.hosts = hosts
+        self.redactor = redactor or Redactor()  # the local log copy never holds a secret
         self.iterations = iterations
         self.settings = settings
         self.listener = listener
@@ -121,7 +124,7 @@ class Watcher:
         self.stop = stop or threading.Event()
         self.clock = clock
         self.nodes = [NodeState(target=t, parser=parser_factory()) for t in targets]
-        self._sinks: list[IO[bytes] | None] = []
+        self._sinks: list[RedactingWriter | None] = []
         self._start = clock()
 
     # -- public -------------------------------------------------------------------------------
@@ -225,7 +228,7 @@ class Watcher:
             if res.data:
                 if sink is not None:
                     try:
-                        sink.write(res.data.encode("utf-8", "replace"))
+                        sink.write(res.data)
                         sink.flush()
                     except OSError as exc:  # disk full / unwritable run directory: stop, don't watch blind
                         raise InfraError(f"cannot copy node {node.target.host}'s log to {node.target.local_copy}: "
@@ -348,7 +351,7 @@ class Watcher:
                 self._sinks.append(None)
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._sinks.append(open(path, "wb"))  # noqa: SIM115 - closed in run()
+            self._sinks.append(RedactingWriter(open(path, "wb"), self.redactor))  # noqa: SIM115 - closed in run()
 
 
 def _parse_exit(text: str) -> int | None:

@@ -117,7 +117,8 @@ def run_all(session: Session) -> int:
             finish_run(session, interrupted=interrupted)
     if interrupted:
         return EXIT_INTERRUPTED
-    return exit_status(session.run.records())
+    # a dry run records nothing on disk: its verdict is the records it would have written
+    return exit_status(records if session.dry_run else session.run.records())
 
 
 def finish_run(session: Session, *, interrupted: bool = False) -> None:

@@ -101,6 +101,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         stage=stage,
         combo=combo,
         stop=session.stop,
+        redactor=session.redactor,
     )
     try:
         result.outcome = watcher.run()

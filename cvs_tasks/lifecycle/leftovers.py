@@ -236,7 +236,9 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
     """Find (and unless ``dry_run`` remove) what killed runs left on the cluster's nodes."""
     from cvs_tasks.config import load_cluster, load_suite
     from cvs_tasks.remote import connect
+    from cvs_tasks.run.rundir import check_run_flag
 
+    check_run_flag(run)  # `--run ..` would name the parent of scripts_dir, which this removes
     cluster_obj = load_cluster(Path(cluster))
     runtime, scripts_dir = "docker", None
     if config:

@@ -10,6 +10,7 @@ The rules of the product document live here, once:
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Callable
 
 from cvs_tasks.errors import CvsError, InfraError
@@ -64,7 +65,8 @@ def execute(session: Session, stage: str, combo: str | None, body: StageBody, *,
     started = time.time()
     outer = session.listener
     log_path = session.run.stage_log_path(stage, combo)
-    with StageLog(log_path, outer) as stage_log:
+    # a dry run writes nothing, not even a stage log (it may be pointed at a real run with --run)
+    with (nullcontext() if session.dry_run else StageLog(log_path, outer)) as stage_log:
         if not session.dry_run:
             session.listener = stage_log
         try:

@@ -7,7 +7,9 @@ opens the SSH fan-out and the container runtime lazily, once per process.
 
 from __future__ import annotations
 
+import atexit
 import getpass
+import shutil
 import tempfile
 import os
 import threading
@@ -18,10 +20,13 @@ from typing import Callable
 
 from cvs_tasks import __version__
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
+from cvs_tasks.config.placeholders import map_strings
 from cvs_tasks.errors import BadInput
+from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.plan import RunPlan, make_plan
 from cvs_tasks.run import RunDir
+from cvs_tasks.run.rundir import check_run_flag
 from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
 
@@ -58,6 +63,7 @@ class Session:
     listener: Callable[[object], None] = ignore
     redactor: Redactor = field(default_factory=Redactor)
     stop: threading.Event = field(default_factory=threading.Event)
+    scratch: Path | None = None  # a dry run's throw-away run folder, removed on close / exit
     _hosts: object | None = None
     _runtime: object | None = None
 
@@ -92,6 +98,8 @@ class Session:
             self._hosts.close()
             self._hosts = None
             self._runtime = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- settings -----------------------------------------------------------------------------
     @property
@@ -125,8 +133,11 @@ def _owner() -> str:
 
 def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore) -> Session:
     """Resolve the run directory for ``req`` and load its config; refuse a changed config."""
+    check_run_flag(req.run)
     root = req.reports_root
     existing = _existing_run(req, root)
+    if existing is not None:
+        check_run_flag(existing.run_id)
     if existing is not None:
         manifest = existing.manifest()
         config = req.config or manifest.get("config_file")
@@ -146,9 +157,15 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
             _check_unchanged(existing, suite, cluster_obj)
         run = existing
     else:
-        run = _create_run(req, root, plan, suite_flag)
-    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener)
-    _register_secrets(session)
+        run = None
+    redactor = read_secrets(plan)  # before anything is written: the manifest is redacted too
+    if run is None:
+        run = _create_run(req, root, plan, suite_flag, redactor)
+    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
+                      redactor=redactor)
+    if req.dry_run and existing is None:
+        session.scratch = run.path.parent
+        atexit.register(shutil.rmtree, session.scratch, True)  # stage tasks never call close()
     return session
 
 
@@ -185,7 +202,8 @@ def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:
         )
 
 
-def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | None) -> RunDir:
+def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | None,
+                redactor: Redactor) -> RunDir:
     run_id = Path(req.run).name if req.run else None
     if req.dry_run:  # a dry run records nothing: scratch folder, `latest` untouched
         return RunDir(Path(tempfile.mkdtemp(prefix="cvs-dry-run-")) / (run_id or "dry-run"))
@@ -205,20 +223,36 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
         "effective_config": effective_config(suite),
     }
     if not req.dry_run:
-        run.write_manifest(manifest)
+        run.write_manifest(map_strings(manifest, redactor))
     return run
 
 
-def _register_secrets(session: Session) -> None:
-    """Read the secrets the run will use, so every output can be redacted of them."""
-    token_file = Path(session.config.paths.hf_token_file).expanduser()
-    try:
-        session.redactor.add(token_file.read_text(encoding="utf-8"))
-    except OSError:
-        pass
-    registry = session.config.container.runtime.args.registry
+def read_secrets(plan: RunPlan) -> Redactor:
+    """A Redactor holding every secret the run will use, so every output can be redacted of them.
+
+    Every non-comment line of a token or password file is a secret. A missing file is the job's
+    to report (it runs without HF_TOKEN); a file that is there but not readable text (a FIFO, a
+    device, non-UTF-8, over the size limit) is bad input, refused before anything runs. So is a
+    container.env value holding a secret: it would be written into node scripts and `docker inspect`."""
+    config = plan.suite.config
+    redactor = Redactor()
+    files = [("paths.hf_token_file", config.paths.hf_token_file)]
+    registry = config.container.runtime.args.registry
     if registry is not None and registry.password_file:
+        files.append(("container.runtime.args.registry.password_file", registry.password_file))
+    for field_name, name in files:
+        path = Path(name).expanduser()
+        if not os.path.lexists(path):
+            continue
         try:
-            session.redactor.add(Path(registry.password_file).expanduser().read_text(encoding="utf-8"))
-        except OSError:
-            pass
+            lines = read_secret(path)
+        except InputRefused as exc:
+            raise BadInput(f"{field_name}: {exc}") from None
+        for line in lines:
+            redactor.add(line)
+    for key, value in config.container.env.items():
+        if redactor(value) != value:
+            raise BadInput(f"{plan.suite.config_path}: container.env.{key}: holds the text of a secret file "
+                           "(token or registry password); env values are written into node scripts and "
+                           "`docker inspect`: remove it (the HF token reaches the job from paths.hf_token_file)")
+    return redactor

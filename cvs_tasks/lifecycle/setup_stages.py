@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
 from cvs_tasks.lifecycle.jobspec import job_spec
 from cvs_tasks.lifecycle.session import Session
@@ -63,8 +64,9 @@ def _prepare_node_dir(session: Session) -> str:
     if session.dry_run:
         return "dry run"
     try:
-        token = token_file.read_text(encoding="utf-8").strip()
-    except OSError:
+        lines = read_secret(token_file)  # comment lines are not part of the token
+        token = lines[0]
+    except (InputRefused, IndexError):
         session.say(f"warning: HF token file {token_file} not readable; jobs run without HF_TOKEN", "warning")
         return f"running; no HF token ({token_file} not readable)"
     put = hosts.put(token.encode("utf-8"), token_path(session), 0o600, timeout=30)

@@ -8,18 +8,17 @@ registry password is redirected from a file on the node, the HF token travels as
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from cvs_tasks.errors import BadInput
+from cvs_tasks.identifiers import identifier_problem, looks_like_secret_env
 
 LABEL_RUN_ID = "cvs.run_id"
 LABEL_OWNER = "cvs.owner"
 LABEL_NAME = "cvs.name"
 LIFETIMES = ("per_run", "persistent", "no_launch")
-_SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|API_?KEY|ACCESS_KEY|PRIVATE_KEY", re.I)
 
 
 @dataclass(frozen=True)
@@ -132,8 +131,19 @@ def _validate(spec: ContainerSpec) -> None:
             problems.append("container.name: required for the docker runtime")
         if not spec.image:
             problems.append("container.image: required for the docker runtime")
+        # a name or image starting with '-' would become a docker flag (`--privileged`)
+        for key, kind, value in (("name", "container name", spec.name), ("image", "image", spec.image)):
+            problem = identifier_problem(kind, value) if value else None
+            if problem:
+                problems.append(f"container.{key}: {problem}")
+    registry = spec.args.registry
+    if registry is not None:  # both reach `docker login` as words: a leading '-' would be a flag
+        for key, kind, value in (("username", "user name", registry.username), ("server", "registry", registry.server)):
+            problem = identifier_problem(kind, value) if value else None
+            if problem:
+                problems.append(f"container.runtime.args.registry.{key}: {problem}")
     for key, _ in spec.env:
-        if _SECRET_NAME.search(key):
+        if looks_like_secret_env(key):
             problems.append(f"container.env.{key}: looks like a secret; env values go on the docker "
                             "command line and into `docker inspect` — pass it as a file instead "
                             "(paths.hf_token_file for the HF token)")

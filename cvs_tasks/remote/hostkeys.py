@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 import paramiko
-from paramiko.hostkeys import HostKeyEntry, HostKeys
+from paramiko.hostkeys import HostKeyEntry, HostKeys, InvalidHostKey
 
+from cvs_tasks.identifiers import control_characters
+from cvs_tasks.inputs import InputRefused, read_text
 from cvs_tasks.remote.results import Node
 
 if TYPE_CHECKING:  # the config package is another area; only its shape matters here
@@ -75,22 +77,48 @@ def _name_matches(pattern: str, name: str) -> bool:
     return pattern == name
 
 
-def find_entries(path: Path, name: str) -> list[tuple[int, HostKeyEntry]]:
-    """(line number, entry) for each line of ``path`` that names ``name`` (hashed names too)."""
-    if not path.is_file():
+def read_known_hosts(path: Path) -> list[tuple[int, str, HostKeyEntry | None]]:
+    """(line number, line, entry) for every line of ``path`` (missing file: none), read through the
+    bounded reader. A line that is not a known_hosts entry at all (fewer than three fields, key
+    data that is not base64, a control character) is refused with file and line, exit 2; an entry
+    paramiko cannot use (a ``@cert-authority`` marker, an unknown key type) has entry None."""
+    if not os.path.lexists(path):
         return []
-    found = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    out: list[tuple[int, str, HostKeyEntry | None]] = []
+    for lineno, line in enumerate(read_text(path, "known_hosts").split("\n"), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
+            out.append((lineno, line, None))
+            continue
+        if control_characters(stripped) or len(stripped.split()) < 3:
+            raise InputRefused(path, "not a known_hosts entry (host, key type, key); fix or delete the line",
+                               f"line {lineno}")
+        if stripped.startswith("@"):
+            out.append((lineno, line, None))
             continue
         try:
             entry = HostKeyEntry.from_line(stripped, lineno)
-        except Exception:  # noqa: BLE001 - a line paramiko cannot read is not ours to judge
-            continue
-        if entry is not None and any(_name_matches(p, name) for p in entry.hostnames):
-            found.append((lineno, entry))
-    return found
+        except (InvalidHostKey, paramiko.SSHException, ValueError, TypeError) as exc:
+            raise InputRefused(path, f"unreadable key data ({exc}); fix or delete the line",
+                               f"line {lineno}") from None
+        out.append((lineno, line, entry))
+    return out
+
+
+def load_known_hosts(client: paramiko.SSHClient, path: Path) -> None:
+    """Give ``client`` every usable key of ``path`` (instead of paramiko's loader, which raises a
+    traceback on a malformed line)."""
+    keys = client.get_host_keys()
+    for _, _, entry in read_known_hosts(path):
+        if entry is not None:
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+
+
+def find_entries(path: Path, name: str) -> list[tuple[int, HostKeyEntry]]:
+    """(line number, entry) for each line of ``path`` that names ``name`` (hashed names too)."""
+    return [(n, e) for n, _, e in read_known_hosts(path)
+            if e is not None and any(_name_matches(p, name) for p in e.hostnames)]
 
 
 def trust_hint(cluster_file: str | os.PathLike | None, replace: bool = False) -> str:
@@ -120,7 +148,12 @@ def describe_changed_key(node: Node, exc: paramiko.BadHostKeyException, known_ho
 
 @dataclass(frozen=True)
 class TrustOutcome:
-    """What trust did for one node: added, known, replaced, skipped (local), changed (refused), error."""
+    """What trust found (and did) for one node.
+
+    Before recording: ``new`` (no key for this host), ``replace`` (a differing key, ``--replace``
+    given), ``known``, ``changed`` (refused: differs, or a second key type), ``skipped`` (local),
+    ``error``. After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
+    """
 
     host: str
     address: str
@@ -129,10 +162,16 @@ class TrustOutcome:
     fingerprint: str | None
     status: str
     detail: str
+    line: str | None = None  # the known_hosts line to add
+    drop: tuple[int, ...] = ()  # line numbers it replaces
 
     @property
     def ok(self) -> bool:
-        return self.status in ("added", "known", "replaced", "skipped")
+        return self.status in ("new", "replace", "added", "known", "replaced", "skipped")
+
+    @property
+    def pending(self) -> bool:
+        return self.status in ("new", "replace")
 
 
 def fetch_host_key(address: str, port: int, timeout: float,
@@ -155,18 +194,17 @@ def fetch_host_key(address: str, port: int, timeout: float,
         transport.close()
 
 
-def trust(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, *,
-          replace: bool = False, timeout: float = 10.0) -> list[TrustOutcome]:
-    """Fetch every SSH node's key and record the new ones in the known_hosts file.
+def scan_keys(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, *,
+              replace: bool = False, timeout: float = 10.0) -> list[TrustOutcome]:
+    """Fetch every SSH node's key and decide, per node, what recording it would do. Writes nothing.
 
-    A key that differs from the recorded one is refused unless ``replace``; local nodes are
-    skipped. The file is rewritten atomically and keeps every line it had.
+    A host that already has a recorded key keeps it: a different key of the same type is a change,
+    and so is a key of another type (an attacker can offer any type the client accepts); both are
+    refused unless ``replace``, which then names the key(s) it replaces. Local nodes are skipped.
     """
     path = known_hosts_path(cluster, known_hosts)
+    entries_all = read_known_hosts(path)
     outcomes: list[TrustOutcome] = []
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    drop: set[int] = set()
-    add: list[str] = []
     for spec in cluster.hosts:
         node = Node(spec.name, spec.address, int(getattr(spec, "port", 22) or 22))
         if getattr(spec, "local", False):
@@ -174,7 +212,8 @@ def trust(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, *,
                                          "local node: no SSH"))
             continue
         name = host_key_name(node.address, node.port)
-        entries = find_entries(path, name)
+        entries = [(n, e) for n, _, e in entries_all
+                   if e is not None and any(_name_matches(p, name) for p in e.hostnames)]
         try:
             key = fetch_host_key(node.address, node.port, timeout,
                                  prefer=[e.key.get_name() for _, e in entries])
@@ -182,35 +221,59 @@ def trust(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, *,
             outcomes.append(TrustOutcome(node.name, node.address, node.port, None, None, "error",
                                          f"node {node.label}: cannot fetch the host key: {exc or type(exc).__name__}"))
             continue
-        same_type = [(n, e) for n, e in entries if e.key.get_name() == key.get_name()]
-        outcome = _decide(node, key, same_type, path, replace)
-        line = f"{name} {key.get_name()} {key.get_base64()}"
-        if outcome.status in ("added", "replaced") and line not in add:
-            drop.update(n for n, _ in same_type)
-            add.append(line)
-        outcomes.append(outcome)
-    if add:
-        kept = [line for n, line in enumerate(lines, 1) if n not in drop]
-        _write_atomic(path, "\n".join(kept + add) + "\n")
+        outcomes.append(_decide(node, name, key, entries, path, replace))
     return outcomes
 
 
-def _decide(node: Node, key: paramiko.PKey, same_type: list[tuple[int, HostKeyEntry]], path: Path,
-            replace: bool) -> TrustOutcome:
+def _decide(node: Node, name: str, key: paramiko.PKey, entries: list[tuple[int, HostKeyEntry]],
+            path: Path, replace: bool) -> TrustOutcome:
     fp = fingerprint(key)
     base = dict(host=node.name, address=node.address, port=node.port, key_type=key.get_name(),
-                fingerprint=fp)
-    if not same_type:
-        return TrustOutcome(**base, status="added", detail=f"recorded in {path}")
-    if any(e.key == key for _, e in same_type):
+                fingerprint=fp, line=f"{name} {key.get_name()} {key.get_base64()}")
+    if not entries:
+        return TrustOutcome(**base, status="new", detail=f"new: will be recorded in {path}")
+    if any(e.key == key for _, e in entries):
         return TrustOutcome(**base, status="known", detail=f"already in {path}")
-    where = ", ".join(f"{path}:{n}" for n, _ in same_type)
-    old = fingerprint(same_type[0][1].key)
+    where = ", ".join(f"{path}:{n}" for n, _ in entries)
+    old = ", ".join(f"{e.key.get_name()} {fingerprint(e.key)}" for _, e in entries)
     if replace:
-        return TrustOutcome(**base, status="replaced", detail=f"replaced {old} at {where}")
+        return TrustOutcome(**base, status="replace", drop=tuple(n for n, _ in entries),
+                            detail=f"replaces {old} at {where}")
+    same_type = any(e.key.get_name() == key.get_name() for _, e in entries)
+    what = "HOST KEY CHANGED!" if same_type else "HOST KEY TYPE CHANGED!"
     return TrustOutcome(**base, status="changed",
-                        detail=(f"node {node.label}: HOST KEY CHANGED! {where} has {old}, the node "
-                                f"offers {fp}; not recorded. If the change is expected, rerun with --replace"))
+                        detail=(f"node {node.label}: {what} {where} has {old}, the node offers "
+                                f"{key.get_name()} {fp}; not recorded. If the change is expected, "
+                                "rerun with --replace"))
+
+
+def record_keys(outcomes: list[TrustOutcome], known_hosts: Path) -> list[TrustOutcome]:
+    """Write the pending keys (atomically, keeping every other line); outcomes as recorded."""
+    pending = [o for o in outcomes if o.pending]
+    if pending:
+        lines = [line for _, line, _ in read_known_hosts(known_hosts)]
+        if lines and lines[-1] == "":
+            lines.pop()
+        drop = {n for o in pending for n in o.drop}
+        kept = [line for n, line in enumerate(lines, 1) if n not in drop]
+        add = list(dict.fromkeys(o.line for o in pending if o.line))
+        _write_atomic(known_hosts, "\n".join(kept + add) + "\n")
+    done = {"new": "added", "replace": "replaced"}
+    return [replace_status(o, done[o.status], f"recorded in {known_hosts}" if o.status == "new" else
+                           o.detail.replace("replaces", "replaced", 1)) if o.pending else o
+            for o in outcomes]
+
+
+def replace_status(outcome: TrustOutcome, status: str, detail: str) -> TrustOutcome:
+    return TrustOutcome(outcome.host, outcome.address, outcome.port, outcome.key_type,
+                        outcome.fingerprint, status, detail, outcome.line, outcome.drop)
+
+
+def trust(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, *,
+          replace: bool = False, timeout: float = 10.0) -> list[TrustOutcome]:
+    """Scan and record without asking (scripts and tests; `invoke cluster.trust` asks first)."""
+    path = known_hosts_path(cluster, known_hosts)
+    return record_keys(scan_keys(cluster, path, replace=replace, timeout=timeout), path)
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -28,7 +28,7 @@ from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 
 from cvs_tasks.remote.hostkeys import (StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
-                                       describe_unknown_key)
+                                       describe_unknown_key, load_known_hosts)
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
@@ -92,8 +92,7 @@ class SshHosts(Hosts):
         connection = Connection(host=node.address, user=username, port=node.port,
                                 connect_kwargs=connect_kwargs, config=config)
         # Fabric installs AutoAddPolicy; replace it before anything can connect.
-        if self.known_hosts.is_file():
-            connection.client.load_host_keys(str(self.known_hosts))
+        load_known_hosts(connection.client, self.known_hosts)
         connection.client.set_missing_host_key_policy(StrictHostKeyPolicy())
         return connection
 
@@ -204,10 +203,23 @@ class _BulkRemote(Remote):
     1000-byte chunks. Measured on the testbed: an 8 MiB log read took 3.7 s before, 0.26 s after."""
 
     read_chunk_size = 64 * 1024
+    _killed_by_timeout = False
 
     def respond(self, buffer_) -> None:
         if self.watchers:
             super().respond(buffer_)
+
+    def kill(self) -> None:
+        """Only invoke's timeout timer calls this. Mark the timeout *before* closing the channel:
+        invoke decides "timed out" by the timer thread having ended, but closing the channel wakes
+        the waiting thread while the timer thread is still inside this call, and under load that
+        thread won the race and reported the closed channel's exit status -1 instead."""
+        self._killed_by_timeout = True
+        super().kill()
+
+    @property
+    def timed_out(self) -> bool:
+        return self._killed_by_timeout or super().timed_out
 
 
 def _run_kwargs(timeout: float, stdin: bytes | None) -> dict:

@@ -8,12 +8,11 @@ Every other surface (HTML, JUnit, console summary) is derived from this object.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
 from cvs_tasks.run.records import PER_COMBO_STAGES, STAGES, StageRecord, test_name
-from cvs_tasks.run.rundir import RunDir
+from cvs_tasks.run.rundir import RunDir, load_record_file
 
 NOT_RUN = "not run (run incomplete)"
 TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED")
@@ -100,10 +99,9 @@ def read_records(run: RunDir) -> list[StageRecord]:
     """
     out = []
     for path in sorted(run.stages_dir.glob("*.json")) if run.stages_dir.is_dir() else []:
-        try:
-            out.append(StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
+        record = load_record_file(path)
+        if record is not None:
+            out.append(record)
     return out
 
 

@@ -26,14 +26,28 @@ STAGES: tuple[str, ...] = (
 PER_COMBO_STAGES = frozenset({"training", "metric", "loss_curve"})
 
 
+def _expect(ok: bool, what: str) -> None:
+    if not ok:
+        raise ValueError(f"not a valid {what}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def test_name(stage: str, combo: str | None = None) -> str:
     """``test_training[MBS=4,GBS=128,PRECISION=FP8]`` style name of a stage row."""
     return f"test_{stage}[{combo}]" if combo else f"test_{stage}"
 
 
+_DIR_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
 def combo_dir(combo: str) -> str:
-    """On-disk name of a combo: ``=`` and ``,`` (and anything unsafe) become ``_``."""
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in combo)
+    """On-disk name of a combo: ``=`` and ``,`` (and anything not ASCII-safe) become ``_``; never
+    ``.`` or ``..``. Names are validated at load (`identifiers`), this is the last line of defence."""
+    name = "".join(ch if ch in _DIR_SAFE else "_" for ch in combo)
+    return name if name.strip(".") else name.replace(".", "_") or "_"
 
 
 @dataclass
@@ -49,7 +63,10 @@ class MetricRow:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MetricRow:
-        return cls(**{k: d.get(k) for k in ("name", "value", "unit", "expected", "status", "reason")})
+        row = cls(**{k: d.get(k) for k in ("name", "value", "unit", "expected", "status", "reason")})
+        _expect(isinstance(row.name, str) and isinstance(row.status, str)
+                and (row.value is None or _is_number(row.value)), "metric row")
+        return row
 
 
 @dataclass
@@ -66,7 +83,9 @@ class NodeOutcome:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> NodeOutcome:
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+        node = cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+        _expect(isinstance(node.host, str) and type(node.rank) is int and isinstance(node.status, str), "node outcome")
+        return node
 
 
 @dataclass
@@ -100,6 +119,11 @@ class StageRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StageRecord:
+        """The record, or ValueError/TypeError for a file that is not one (tampered, truncated)."""
+        _expect(isinstance(d, dict) and isinstance(d.get("stage"), str) and isinstance(d.get("status"), str)
+                and isinstance(d.get("combo"), (str, type(None))) and isinstance(d.get("reason", ""), str)
+                and all(isinstance(d.get(k, []), list) for k in ("metrics", "nodes", "attempts"))
+                and all(isinstance(d.get(k, {}), dict) for k in ("artifacts", "data")), "stage record")
         return cls(
             stage=d["stage"],
             status=d["status"],

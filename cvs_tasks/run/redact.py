@@ -6,6 +6,8 @@ a record or a pulled-back node log goes through ``Redactor.__call__`` first.
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 MASK = "***"
 
 
@@ -26,3 +28,37 @@ class Redactor:
 
     def __bool__(self) -> bool:
         return bool(self._secrets)
+
+
+class RedactingWriter:
+    """A node-log copy with every secret masked, written to a binary file as the log arrives.
+
+    Reads are cut anywhere, so a token could arrive in two pieces: the text after the last newline
+    is held back until its line is complete (or it grows past ``hold`` characters, when all but
+    the last ``keep`` characters go out). Without secrets everything is written at once.
+    """
+
+    def __init__(self, fh: BinaryIO, redact: Redactor, *, hold: int = 64 * 1024, keep: int = 4096) -> None:
+        self._fh, self._redact, self._hold, self._keep = fh, redact, hold, keep
+        self._pending = ""
+
+    def write(self, text: str) -> None:
+        if not self._redact:
+            self._fh.write(text.encode("utf-8", "replace"))
+            return
+        buf = self._pending + text
+        cut = buf.rfind("\n") + 1
+        if cut == 0 and len(buf) > self._hold:
+            cut = len(buf) - self._keep
+        self._pending = buf[cut:]
+        if cut:
+            self._fh.write(self._redact(buf[:cut]).encode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._pending:
+            self._fh.write(self._redact(self._pending).encode("utf-8", "replace"))
+            self._pending = ""
+        self._fh.close()

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.identifiers import identifier_problem
+from cvs_tasks.inputs import InputRefused, load_json
 from cvs_tasks.run.records import STAGES, StageRecord, combo_dir
 
 MANIFEST = "run.json"
@@ -42,6 +44,27 @@ def new_run_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
+def check_run_flag(run: str | None) -> None:
+    """Refuse a ``--run`` whose run id (its last path part) could escape a folder or break a
+    script (``..``, a newline, a slash-only path): BadInput (exit 2) before anything is written."""
+    if run is None:
+        return
+    name = Path(run).name if ("/" in run or os.sep in run) else run
+    problem = identifier_problem("run id", name)
+    if problem:
+        raise BadInput(f"--run {run!r}: {problem}")
+
+
+def load_record_file(path: Path) -> StageRecord | None:
+    """A stage record file, or None when it is missing, corrupt, tampered with or not a regular
+    file (read through the bounded reader: a FIFO or a huge file is never read)."""
+    try:
+        data, _ = load_json(path, "run record")
+        return StageRecord.from_dict(data)
+    except (InputRefused, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 class RunDir:
     """One run directory. Cheap to construct; reads files on demand."""
 
@@ -64,6 +87,7 @@ class RunDir:
     @classmethod
     def create(cls, reports_root: Path, run_id: str | None = None) -> RunDir:
         reports_root = Path(reports_root)
+        check_run_flag(run_id)
         run = cls(reports_root / (run_id or new_run_id()))
         try:
             run.stages_dir.mkdir(parents=True, exist_ok=True)
@@ -77,6 +101,7 @@ class RunDir:
     def resolve(cls, reports_root: Path, run: str | None) -> RunDir:
         """A run id, a path, or None for ``reports/latest``; must exist."""
         reports_root = Path(reports_root)
+        check_run_flag(run)
         if run:
             candidates = [Path(run), reports_root / run]
         else:
@@ -103,12 +128,16 @@ class RunDir:
         write_json_atomic(self.path / MANIFEST, manifest)
 
     def manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        path = self.path / MANIFEST
+        if not os.path.lexists(path):
             return {}
-        except (OSError, ValueError) as exc:
-            raise BadInput(f"unreadable manifest {self.path / MANIFEST}: {exc}") from None
+        try:
+            data, _ = load_json(path, "run record")
+        except InputRefused as exc:
+            raise BadInput(f"unreadable manifest {exc}") from None
+        if not isinstance(data, dict):
+            raise BadInput(f"unreadable manifest {path}: the top level is not a JSON object")
+        return data
 
     # -- stage records --------------------------------------------------------------------------
     def record_path(self, stage: str, combo: str | None = None) -> Path:
@@ -121,13 +150,7 @@ class RunDir:
         return path
 
     def read_record(self, stage: str, combo: str | None = None) -> StageRecord | None:
-        path = self.record_path(stage, combo)
-        try:
-            return StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # a corrupt record counts as not done; the stage reruns
+        return load_record_file(self.record_path(stage, combo))  # a corrupt record counts as not done
 
     def records(self) -> list[StageRecord]:
         """Every readable record, in lifecycle order, then combo order of the manifest."""
@@ -135,11 +158,11 @@ class RunDir:
         if not self.stages_dir.is_dir():
             return out
         for path in self.stages_dir.glob("*.json"):
-            try:
-                out.append(StageRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        combos = list(self.manifest().get("combos") or [])
+            record = load_record_file(path)
+            if record is not None:
+                out.append(record)
+        combos = self.manifest().get("combos")
+        combos = [c for c in combos if isinstance(c, str)] if isinstance(combos, list) else []
         stage_rank = {s: i for i, s in enumerate(STAGES)}
 
         def key(r: StageRecord) -> tuple[int, int, str]:

@@ -8,7 +8,8 @@ from typing import Iterator
 
 from invoke.exceptions import Exit
 
-from cvs_tasks.errors import CvsError
+from cvs_tasks.errors import BadInput, CvsError
+from cvs_tasks.identifiers import ASCII_DECIMAL
 
 
 @contextmanager
@@ -19,3 +20,15 @@ def user_errors() -> Iterator[None]:
     except CvsError as exc:
         sys.stdout.flush()
         raise Exit(message=str(exc), code=exc.exit_code) from None
+
+
+def seconds_flag(flag: str, value: object, default: float) -> float:
+    """A ``--<flag> SECONDS`` value: a finite positive number (invoke would show a traceback for
+    `abc` in an int flag, so these flags are read as text and checked here, exit 2)."""
+    if value is None:
+        return default
+    text = str(value)
+    seconds = float(text) if ASCII_DECIMAL.match(text) else float("nan")
+    if not (0 < seconds <= 24 * 3600):
+        raise BadInput(f"--{flag} must be a number of seconds between 0 and 86400, not {value!r}")
+    return seconds

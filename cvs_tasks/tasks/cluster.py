@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 from invoke import Collection, task
 
 from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.remote import check_nodes, connect, format_check_table, known_hosts_path
-from cvs_tasks.remote import trust as record_keys
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.remote.hostkeys import record_keys, scan_keys
+from cvs_tasks.tasks._common import seconds_flag, user_errors
 
 DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"
 
@@ -25,7 +27,7 @@ def _required(cluster: str | None) -> str:
     "known_hosts": "known_hosts file to verify host keys against (default: the cluster's, else ~/.ssh/known_hosts)",
     "connect_timeout": "Seconds allowed to connect to each node (default 10)",
 })
-def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
+def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
     """Check every node: SSH, Docker, image present, GPUs visible, free disk in the log dir."""
     with user_errors():
         spec = load_cluster(_required(cluster))
@@ -37,7 +39,8 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
             log_dir = suite.config.paths.log_dir
             visible_check = suite.config.gpu.visible_check
         runtime = (container.get("runtime") or {}).get("name", "docker")
-        with connect(spec, known_hosts=known_hosts, connect_timeout=float(connect_timeout)) as hosts:
+        bound = seconds_flag("connect-timeout", connect_timeout, 10.0)
+        with connect(spec, known_hosts=known_hosts, connect_timeout=bound) as hosts:
             checks = check_nodes(hosts, runtime, container.get("image"), log_dir, visible_check)
         print(format_check_table(checks))
         bad = [f"{ch.host} ({', '.join(ch.failed())})" for ch in checks if not ch.ok]
@@ -49,22 +52,48 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=10):
 @task(help={
     "cluster": "Cluster file whose nodes' host keys to record",
     "known_hosts": "known_hosts file to write (default: the cluster's, else ~/.ssh/known_hosts)",
-    "replace": "Replace a recorded key that changed (only after checking why it changed)",
+    "replace": "Replace a recorded key that changed, or of another type (only after checking why)",
+    "yes": "Record without asking (scripts): only after checking the fingerprints another way",
     "timeout": "Seconds allowed to fetch each node's key (default 10)",
 })
-def trust(c, cluster=None, known_hosts=None, replace=False, timeout=10):
-    """Fetch each node's SSH host key, print its SHA256 fingerprint and record new keys."""
+def trust(c, cluster=None, known_hosts=None, replace=False, yes=False, timeout=None):
+    """Fetch each node's SSH host key, show its SHA256 fingerprint, and record new keys once confirmed."""
     with user_errors():
         spec = load_cluster(_required(cluster))
         path = known_hosts_path(spec, known_hosts)
-        outcomes = record_keys(spec, path, replace=replace, timeout=float(timeout))
+        outcomes = scan_keys(spec, path, replace=replace, timeout=seconds_flag("timeout", timeout, 10.0))
         for o in outcomes:
-            key = f"{o.key_type} {o.fingerprint}" if o.fingerprint else ""
-            print(f"{o.host:<20} {o.status:<9} {key}  {o.detail}".rstrip())
+            print(_outcome_line(o))
+        pending = [o for o in outcomes if o.pending]
+        if pending and not yes:
+            _confirm(len(pending), path)
+        if pending:
+            for o in record_keys(outcomes, path):
+                if o.status in ("added", "replaced"):
+                    print(_outcome_line(o))
         bad = [o for o in outcomes if not o.ok]
         if bad:
             raise InfraError(f"{len(bad)} host key(s) not recorded in {path}:\n"
                              + "\n".join(f"  {o.detail}" for o in bad))
+
+
+def _outcome_line(o) -> str:
+    key = f"{o.key_type} {o.fingerprint}" if o.fingerprint else ""
+    return f"{o.host:<20} {o.status:<9} {key}  {o.detail}".rstrip()
+
+
+def _confirm(count: int, path) -> None:
+    """Ask on a terminal; refuse (exit 2) without one: a key is trusted only by someone who looked."""
+    question = f"record {count} key(s) in {path}? Compare the fingerprints above with the nodes' own first [y/N] "
+    if not sys.stdin.isatty():
+        raise BadInput(f"not recorded: {count} new key(s) need confirming and there is no terminal to ask on; "
+                       "check the fingerprints above and rerun with --yes")
+    try:
+        answer = input(question)
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise BadInput("not recorded: not confirmed")
 
 
 ns = Collection("cluster", check, trust)

@@ -7,6 +7,7 @@ import json
 from invoke import Collection, task
 
 from cvs_tasks import config as cfg
+from cvs_tasks.plan import check_runtime_settings, make_plan
 from cvs_tasks.tasks._common import user_errors
 
 
@@ -48,8 +49,11 @@ def validate(c, config, cluster=None):
     """Load a config (and cluster) as a run would; print what would run, or every problem (exit 2)."""
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
-        summary = cfg.describe_suite(cfg.load_suite(config, loaded_cluster), loaded_cluster)
-        print(format_summary(summary))
+        suite = cfg.load_suite(config, loaded_cluster)
+        if loaded_cluster is not None:  # the same suite/host-count refusal as a run
+            make_plan(suite, loaded_cluster)
+        check_runtime_settings(suite)
+        print(format_summary(cfg.describe_suite(suite, loaded_cluster)))
 
 
 @task(

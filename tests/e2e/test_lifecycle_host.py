@@ -136,7 +136,7 @@ def test_a_config_edited_between_two_commands_of_one_run_is_refused(reports, tmp
     res = run_invoke("train", "--combo", first, *flags, reports=reports)
     assert res.code == 0, res.out + res.err
     data = json.loads(cfg.read_text())
-    data["loss_curve"]["max_slope"] = 1.0
+    data["loss_curve"]["max_slope"] = -0.5
     cfg.write_text(json.dumps(data))
     res2 = run_invoke("metric", "--combo", first, *flags, reports=reports)
     assert res2.code == 2

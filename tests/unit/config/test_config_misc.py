@@ -31,9 +31,9 @@ def test_redact_masks_secrets_but_keeps_paths_and_model_ids():
 
 def test_effective_config_is_redacted_json(suite_files):
     config = minimal_config()
-    config["container"]["env"]["WANDB_API_KEY"] = "abc"
+    config["train_params"]["wandb_api_key"] = "abc"
     effective = effective_config(load_suite(suite_files(config)))
-    assert effective["container"]["env"]["WANDB_API_KEY"] == "***"
+    assert effective["train_params"]["wandb_api_key"] == "***"
     assert effective["watch"]["poll_interval_s"] == 2.0
 
 

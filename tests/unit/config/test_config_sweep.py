@@ -54,8 +54,8 @@ def test_malformed_key_is_named_with_the_expected_shape():
 def test_mbs_and_gbs_in_the_key_must_be_positive_integers():
     _, problems = build_combos({"combinations": {"MBS=x,GBS=0,PRECISION=FP8": {}}}, BASE)
     where = 'sweep.combinations["MBS=x,GBS=0,PRECISION=FP8"]'
-    assert problems == [(where, "MBS in the key must be a positive integer (got 'x')"),
-                        (where, "GBS in the key must be a positive integer (got '0')")]
+    assert problems == [(where, "MBS in the key must be a positive integer in ASCII digits 0-9 (got 'x')"),
+                        (where, "GBS in the key must be a positive integer in ASCII digits 0-9 (got '0')")]
 
 
 def test_runs_must_be_known_and_listed_once():

@@ -37,14 +37,22 @@ def test_validate_prints_the_resolved_suite_and_exits_0(suite_files, capsys, tmp
     assert out.rstrip().endswith("OK: the config is valid")
 
 
-def test_validate_guesses_distributed_from_hosts_and_warns_on_name_mismatch(suite_files, capsys, tmp_path):
+def test_validate_guesses_distributed_from_hosts(suite_files, capsys, tmp_path):
     cluster = tmp_path / "cluster.json"
     cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": ["10.0.0.1", "10.0.0.2"]}))
-    config_tasks.validate(Context(), config=str(suite_files()), cluster=str(cluster))
+    config_tasks.validate(Context(), config=str(suite_files(name="suite.json")), cluster=str(cluster))
     out = capsys.readouterr().out
     assert "suite      distributed" in out
-    assert "named for a single run but the cluster has 2 host(s)" in out
     assert "MASTER_ADDR should be the first host's address" in out
+
+
+def test_validate_refuses_a_single_config_on_two_hosts_as_the_run_does(suite_files, tmp_path):
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": ["10.0.0.1", "10.0.0.2"]}))
+    with pytest.raises(Exit) as info:
+        config_tasks.validate(Context(), config=str(suite_files()), cluster=str(cluster))
+    assert info.value.code == 2
+    assert "single-node config but the cluster file lists 2 hosts" in info.value.message
 
 
 def test_validate_exits_2_with_every_problem(suite_files):
@@ -68,10 +76,10 @@ def test_validate_exits_2_on_a_broken_cluster_file(suite_files, tmp_path):
 def test_show_prints_redacted_json(suite_files, capsys):
     config = minimal_config()
     config["container"]["runtime"]["args"] = {"registry": {"username": "u", "password_file": "/pw"}}
-    config["container"]["env"]["MY_SECRET"] = "s3"
+    config["train_params"]["my_secret"] = "s3"
     config_tasks.show(Context(), config=str(suite_files(config)))
     shown = json.loads(capsys.readouterr().out)
-    assert shown["container"]["env"]["MY_SECRET"] == "***"
+    assert shown["train_params"]["my_secret"] == "***"
     assert shown["gpu_name"] == "MI300X"
 
 

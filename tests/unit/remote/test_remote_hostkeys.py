@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import paramiko
+import pytest
 from paramiko.hostkeys import HostKeys
 
+from cvs_tasks.inputs import InputRefused
 from cvs_tasks.remote.hostkeys import find_entries, host_key_name, known_hosts_path
 
 
@@ -40,7 +42,7 @@ def test_find_entries_matches_plain_ported_and_hashed_names(tmp_path):
         "# a comment",
         f"10.0.0.1,node1 ssh-ed25519 {key(1).get_base64()}",
         f"[10.0.0.1]:2222 ssh-ed25519 {key(2).get_base64()}",
-        "garbage line",
+        "@cert-authority *.example ssh-ed25519 " + key(3).get_base64(),
         f"{hashed} ssh-ed25519 {key(5).get_base64()}",
         "",
     ]))
@@ -48,3 +50,12 @@ def test_find_entries_matches_plain_ported_and_hashed_names(tmp_path):
     assert [(n, e.key) for n, e in find_entries(kh, "[10.0.0.1]:2222")] == [(3, key(2))]
     assert [(n, e.key) for n, e in find_entries(kh, "10.0.0.5")] == [(5, key(5))]
     assert find_entries(kh, "10.0.0.9") == [] and find_entries(tmp_path / "none", "x") == []
+
+
+@pytest.mark.parametrize("line", ["garbage line", "10.0.0.1 ssh-ed25519 !!notbase64!!", "10.0.0.1\x1b ssh-ed25519 AAAA"])
+def test_a_malformed_known_hosts_line_is_refused_with_file_and_line(tmp_path, line):
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"# ok\n{line}\n")
+    with pytest.raises(InputRefused) as info:
+        find_entries(kh, "10.0.0.1")
+    assert info.value.exit_code == 2 and info.value.where == "line 2" and str(kh) in str(info.value)

@@ -6,14 +6,17 @@ SshHosts always passes timeouts; so these tests check the mocked clients and cha
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import paramiko
 import pytest
+from fabric import Connection
 from fabric.testing.base import Command, MockRemote, Session
 
 from cvs_tasks.remote import NO_RETRY, Node, RetryPolicy, SshHosts
 from cvs_tasks.remote.hostkeys import StrictHostKeyPolicy, UnknownHostKey
+from cvs_tasks.remote.ssh import _BulkRemote
 
 REFUSED = paramiko.ssh_exception.NoValidConnectionsError(
     {("10.0.0.3", 22): ConnectionRefusedError(111, "Connection refused")})
@@ -66,11 +69,10 @@ def test_strict_policy_is_set_before_connecting_with_bounded_timeouts(remote, tm
     make_hosts(1, known_hosts=known, keepalive=15).run("true", timeout=30)
     client = remote.sessions[0].client
     names = [c[0] for c in client.mock_calls]
-    assert names.index("load_host_keys") < names.index("connect")
+    assert names.index("get_host_keys") < names.index("connect")
     policy_calls = [c for c in client.mock_calls if c[0] == "set_missing_host_key_policy"]
     assert isinstance(policy_calls[-1].args[0], StrictHostKeyPolicy)
     assert names.index("connect") > client.mock_calls.index(policy_calls[-1])
-    client.load_host_keys.assert_called_once_with(str(known))
     client.connect.assert_called_once_with(
         username="root", hostname="10.0.0.1", port=22, timeout=5.0, banner_timeout=5.0,
         auth_timeout=5.0, channel_timeout=5.0, key_filename=["/keys/id_ed25519"],
@@ -170,3 +172,35 @@ def test_changed_key_names_the_known_hosts_line(remote, tmp_path):
                                    f"{old.fingerprint} but the node now offers {new.fingerprint}")
     assert "--replace" in result.error
     assert remote.sessions[0].client.connect.call_count == 1
+
+
+class _SlowClosingChannel:
+    """Closing wakes the waiting thread at once, but the timer thread stays inside kill() until
+    released: exactly the window in which a loaded machine reported `exit status -1`."""
+
+    def __init__(self):
+        self.closed = threading.Event()
+        self.release = threading.Event()
+
+    def close(self):
+        self.closed.set()
+        self.release.wait(10)
+
+
+def test_a_timeout_is_a_timeout_even_while_the_timer_thread_is_still_closing_the_channel():
+    runner = _BulkRemote(context=Connection("127.0.0.1"))
+    runner.channel = channel = _SlowClosingChannel()
+    runner.start_timer(0.01)
+    try:
+        assert channel.closed.wait(10)
+        assert runner._timer.is_alive()  # invoke's own test ("timer thread ended") says: not timed out
+        assert runner.timed_out
+    finally:
+        channel.release.set()
+        runner._timer.join(10)
+    assert runner.timed_out
+
+
+def test_no_timer_no_timeout():
+    runner = _BulkRemote(context=Connection("127.0.0.1"))
+    assert not runner.timed_out

@@ -1,0 +1,249 @@
+"""One bounded reader for every file the harness reads: configs, thresholds, cluster files, secrets,
+known_hosts, run records (and, later, logs).
+
+A file is opened without blocking (``O_NONBLOCK``: a FIFO cannot hang the open), checked with
+``fstat`` to be a regular file (a FIFO, a device such as ``/dev/zero``, a directory are refused
+before a byte is read), and read up to a size limit. Text must be UTF-8; JSON must stay within a
+nesting depth, integers within a digit count, and may hold neither ``NaN``/``Infinity`` nor lone
+surrogates. Every refusal is an ``InputRefused`` (exit 2) naming the file and, for JSON, the line or
+the dotted path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cvs_tasks.errors import BadInput
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one kind of file may be: at most ``max_bytes``, JSON nested at most ``max_depth``."""
+
+    max_bytes: int
+    max_depth: int = 64
+    max_int_digits: int = 30
+
+
+# Declared once; the README's "Input limits" table lists the same numbers.
+LIMITS: dict[str, Limits] = {
+    "config": Limits(4 * MiB),
+    "threshold": Limits(4 * MiB),
+    "cluster": Limits(4 * MiB),
+    "secret": Limits(64 * 1024),
+    "known_hosts": Limits(16 * MiB),
+    "run record": Limits(256 * MiB),
+}
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class InputRefused(BadInput):
+    """A file the harness will not read as given: which file, where in it, what to do."""
+
+    def __init__(self, path: Path | str, message: str, where: str = "") -> None:
+        self.path = Path(path)
+        self.where = where
+        self.message = message
+        super().__init__(f"{self.path}: {where + ': ' if where else ''}{message}")
+
+
+def open_regular(path: Path | str, what: str) -> int:
+    """An fd open for reading on a regular file, never blocking: a FIFO, a device or a directory is
+    refused before a byte is read. For readers that stream (logs): wrap it with ``os.fdopen``."""
+    path = Path(path).expanduser()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputRefused(path, f"{what} file not found (tried {path.absolute()})") from None
+    except OSError as exc:
+        raise InputRefused(path, f"cannot read the {what} file: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise InputRefused(path, f"cannot read the {what} file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise InputRefused(path, f"the {what} file is {_kind(info.st_mode)}, not a regular file; point to a file")
+    return fd
+
+
+def read_bytes(path: Path | str, what: str) -> bytes:
+    """The whole file, if it is a regular file within the ``what`` size limit; else InputRefused."""
+    path = Path(path).expanduser()
+    limit = LIMITS[what].max_bytes
+    fd = open_regular(path, what)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise InputRefused(path, f"the {what} file is {size} bytes, over the {_size(limit)} limit")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 * MiB, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # grew while being read
+                raise InputRefused(path, f"the {what} file is over the {_size(limit)} limit")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise InputRefused(path, f"cannot read the {what} file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def decode_utf8(data: bytes, path: Path | str, what: str) -> str:
+    """Strict UTF-8 (a leading BOM is dropped); a bad byte is named by offset, line and column."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputRefused(path, f"not UTF-8 text (byte {exc.start}, line {line} column {column}: "
+                           f"{data[exc.start:exc.start + 1]!r}); save the {what} file as UTF-8") from None
+
+
+def read_text(path: Path | str, what: str) -> str:
+    return decode_utf8(read_bytes(path, what), path, what)
+
+
+def secret_lines(text: str) -> list[str]:
+    """Every line of a token or password file that is not blank or a ``#`` comment: each is secret."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def read_secret(path: Path | str) -> list[str]:
+    """The secret lines of a token or password file (read with the ``secret`` limits)."""
+    return secret_lines(read_text(path, "secret"))
+
+
+def load_json(path: Path | str, what: str) -> tuple[Any, bytes]:
+    """(parsed JSON, raw bytes) of a file, every limit applied; InputRefused otherwise."""
+    data = read_bytes(path, what)
+    return parse_json(decode_utf8(data, path, what), path, what), data
+
+
+class _Refused(ValueError):
+    pass
+
+
+def parse_json(text: str, path: Path | str, what: str) -> Any:
+    """Parse JSON text within the ``what`` limits: depth, integer digits, finite numbers, no
+    duplicate keys, no lone surrogates."""
+    limits = LIMITS[what]
+    depth, line = _max_depth(text)
+    if depth > limits.max_depth:
+        raise InputRefused(path, f"JSON nested {depth} levels deep (limit {limits.max_depth})", f"line {line}")
+    duplicates: list[str] = []
+
+    def as_int(token: str) -> int:
+        if len(token.lstrip("-")) > limits.max_int_digits:
+            raise _Refused(f"an integer of {len(token.lstrip('-'))} digits (limit {limits.max_int_digits})")
+        return int(token)
+
+    def as_float(token: str) -> float:
+        value = float(token)
+        if not math.isfinite(value):
+            raise _Refused(f"the number {token[:40]} is out of range")
+        return value
+
+    def constant(token: str) -> Any:
+        raise _Refused(f"{token} is not a JSON number; write a finite number")
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in obj:
+                duplicates.append(key)
+            obj[key] = value
+        return obj
+
+    try:
+        obj = json.loads(text, parse_int=as_int, parse_float=as_float, parse_constant=constant,
+                         object_pairs_hook=pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise InputRefused(path, f"invalid JSON: {exc.msg}", f"line {exc.lineno} column {exc.colno}") from None
+    except _Refused as exc:
+        raise InputRefused(path, str(exc)) from None
+    except RecursionError:  # the depth scan should have caught it; never a traceback
+        raise InputRefused(path, f"JSON nested too deep (limit {limits.max_depth})") from None
+    if duplicates:
+        key = duplicates[0]
+        raise InputRefused(path, f"key {key!r} appears twice in one object; JSON would silently keep only "
+                           "the last, remove one")
+    bad = _surrogate_path(obj)
+    if bad is not None:
+        raise InputRefused(path, "contains a lone surrogate (\\ud800-\\udfff escape), which is not text; "
+                           "remove it", bad or "(top level)")
+    return obj
+
+
+def _max_depth(text: str) -> tuple[int, int]:
+    """(deepest bracket nesting outside strings, the line where it is reached)."""
+    stripped = _STRING.sub('""', text)
+    depth = deepest = 0
+    at = 0
+    for match in _BRACKET.finditer(stripped):
+        if match.group() in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, match.start()
+        else:
+            depth -= 1
+    return deepest, stripped.count("\n", 0, at) + 1
+
+
+def _surrogate_path(obj: Any, path: str = "") -> str | None:
+    """Dotted path of the first string (key or value) holding a lone surrogate, or None."""
+    stack: list[tuple[Any, str]] = [(obj, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if not _encodable(value):
+                return where
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{where}.{key}" if where else key
+                if not _encodable(key):
+                    return child.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+                stack.append((item, child))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
