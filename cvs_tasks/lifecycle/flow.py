@@ -121,13 +121,17 @@ def run_all(session: Session) -> int:
 
 
 def finish_run(session: Session, *, interrupted: bool = False) -> None:
-    """Stamp the manifest and render the reports from the run directory."""
+    """Stamp the manifest, record the run in the history (a warning at worst), render the reports."""
     if session.dry_run:
         return
     manifest = session.run.manifest()
     manifest["finished"] = time.time()
     manifest["interrupted"] = interrupted
     session.run.write_manifest(manifest)
+    if session.config.history.enabled:
+        from cvs_tasks.history import record_run_safely
+
+        record_run_safely(session.run, session.history_path, lambda text: session.say(text, "warning"))
     from cvs_tasks.report import render_all
 
     render_all(session.run)

@@ -108,6 +108,13 @@ class Session:
         )
 
     @property
+    def history_path(self) -> Path:
+        """The history database of this run's reports folder (config ``history.path`` if set)."""
+        from cvs_tasks.history import history_path
+
+        return history_path(self.run.path.parent, self.config.history.path or None)
+
+    @property
     def node_run_dir(self) -> str:
         """Per-run folder on the nodes (scripts, the token file); removed at teardown."""
         return f"{self.config.paths.scripts_dir.rstrip('/')}/{self.run.run_id}"
