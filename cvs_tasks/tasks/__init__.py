@@ -14,8 +14,10 @@ def namespace() -> Collection:
         checkpoint,
         cleanup,
         cluster,
+        compare,
         config,
         container,
+        history,
         lifecycle,
         logs,
         loss,
@@ -32,7 +34,8 @@ def namespace() -> Collection:
     ns.add_task(lifecycle.all_)
     ns.add_task(lifecycle.demo)
     ns.add_task(bench.bench)
+    ns.add_task(compare.compare)
     for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
-                   config, cluster, cleanup, logs, testbed):
+                   config, cluster, cleanup, logs, history, testbed):
         ns.add_collection(module.ns)
     return ns
