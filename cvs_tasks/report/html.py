@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tasks.report import svg
+from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
 from cvs_tasks.report.formatting import (
     DASH,
@@ -77,6 +78,7 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
         "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
                    for c in results.get("combos", [])],
         "checkpoint": checkpoint_view(_find(tests, "checkpoint", None)),
+        "nodes": nodes_view(results),
         "config_json": json.dumps(effective_config, indent=2, sort_keys=True) if effective_config else "",
     }
 

@@ -15,6 +15,7 @@ from typing import Any
 from cvs_tasks.errors import InfraError
 from cvs_tasks.report.html import render_metrics, render_report
 from cvs_tasks.report.junit import junit_xml
+from cvs_tasks.report.nodes import write_node_lists
 from cvs_tasks.report.results import build_results, read_manifest
 from cvs_tasks.run.rundir import RunDir, write_json_atomic
 
@@ -36,6 +37,7 @@ def render_all(run: RunDir) -> dict[str, Path]:
     write_bytes_atomic(paths["report"], html.encode("utf-8"))
     write_bytes_atomic(paths["metrics"], render_metrics(results).encode("utf-8"))
     write_bytes_atomic(paths["junit"], junit_xml(results))
+    write_node_lists(run.path, results)
     return paths
 
 

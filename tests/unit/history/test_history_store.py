@@ -103,22 +103,25 @@ def test_rebuild_reimports_run_directories_and_replaces_a_corrupt_file(tmp_path)
     assert open_db(db).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 3
 
 
-def _finish(args):
-    root, db, run_id, barrier = args
+def _finish(root, db, run_id, barrier, results):
     run = make_run(root, run_id, created=float(len(run_id)))
-    barrier.wait(timeout=30)
+    barrier.wait(timeout=60)
     warnings = []
     ok = record_run_safely(run, db, warnings.append)
-    return ok, warnings
+    results.put((run_id, ok, warnings))
 
 
 def test_two_harness_processes_finishing_at_once_both_land(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     db = tmp_path / "reports" / "history.sqlite"
-    with ctx.Manager() as manager:
-        barrier = manager.Barrier(2)
-        with ctx.Pool(2) as pool:
-            results = pool.map(_finish, [(tmp_path / "reports", db, rid, barrier) for rid in ("run-a", "run-bb")])
-    assert results == [(True, []), (True, [])]
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_finish, args=(tmp_path / "reports", db, rid, barrier, results))
+             for rid in ("run-a", "run-bb")]
+    for p in procs:
+        p.start()
+    got = sorted(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert got == [("run-a", True, []), ("run-bb", True, [])]
     ids = {r for (r,) in open_db(db).execute("SELECT run_id FROM runs")}
     assert ids == {"run-a", "run-bb"}
