@@ -77,3 +77,31 @@ def rebuild_history(reports_root: Path, history: str | None) -> tuple[int, list[
     path = history_path(reports_root, history)
     count, problems = rebuild(reports_root, path)
     return count, problems, path
+
+
+def calibrate_thresholds(reports_root: Path, history: str | None, *, config: str, cluster: str, output: str,
+                         runs: int, margin_pct: float, min_runs: int) -> tuple[Path, dict]:
+    """Write a threshold file from the last ``runs`` passing runs of ``config`` on ``cluster``."""
+    from cvs_tasks.config import load_cluster
+    from cvs_tasks.history.calibrate import calibrated_file
+    from cvs_tasks.history.entry import cluster_key
+    from cvs_tasks.history.queries import passing_runs
+    from cvs_tasks.run.rundir import write_json_atomic
+
+    spec = load_cluster(Path(cluster))
+    key = cluster_key([h.address for h in spec.hosts])
+    config_file = str(Path(config).resolve())
+    conn = _open(reports_root, history)
+    try:
+        found = passing_runs(conn, config_file=config_file, cluster=key, limit=runs)
+    finally:
+        conn.close()
+    if len(found) < min_runs:
+        raise BadInput(f"only {len(found)} passing run(s) of {config_file} on {key} in the history "
+                       f"({history_path(reports_root, history)}); calibration needs {min_runs}. Run the suite "
+                       "(with enforce_thresholds false until then) and try again.")
+    data = calibrated_file(found, margin_pct=margin_pct, min_runs=min_runs,
+                           source={"config_file": config_file, "cluster": key})
+    out = Path(output)
+    write_json_atomic(out, data)
+    return out, data

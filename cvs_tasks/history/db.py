@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 DEFAULT_DB_NAME = "history.sqlite"
@@ -93,11 +94,7 @@ def open_db(path: Path, *, create: bool = True) -> sqlite3.Connection:
     except (OSError, sqlite3.Error) as exc:
         raise HistoryUnavailable(f"cannot open history database {path}: {exc}") from None
     try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        migrate(conn, path)
+        _set_up(conn, path)
     except sqlite3.Error as exc:
         conn.close()
         raise HistoryUnavailable(f"history database {path} is unusable ({exc}); move it aside and run "
@@ -106,6 +103,27 @@ def open_db(path: Path, *, create: bool = True) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _set_up(conn: sqlite3.Connection, path: Path) -> None:
+    """WAL, foreign keys, schema. Switching a fresh file to WAL can report "locked" at once while
+    another process creates the same file (SQLite skips the busy handler there): retry that, bounded
+    by the busy timeout."""
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn, path)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:

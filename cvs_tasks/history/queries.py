@@ -106,3 +106,27 @@ def metric_series(conn: sqlite3.Connection, config_hash: str, cluster: str, comb
     sql += " ORDER BY runs.started DESC LIMIT ?"
     params.append(max(1, int(limit)))
     return list(reversed(conn.execute(sql, params).fetchall()))
+
+
+def passing_runs(conn: sqlite3.Connection, *, config_file: str | None, cluster: str, limit: int,
+                 gpu_name: str | None = None) -> list[dict[str, Any]]:
+    """The last ``limit`` PASS runs of this config file (any config hash) on this cluster, oldest first,
+    each with ``metrics``: combo -> metric -> value."""
+    sql = "SELECT run_id, started FROM runs WHERE verdict = 'PASS' AND cluster = ?"
+    params: list[Any] = [cluster]
+    if config_file:
+        sql += " AND config_file = ?"
+        params.append(config_file)
+    if gpu_name:
+        sql += " AND gpu_name = ?"
+        params.append(gpu_name)
+    sql += " ORDER BY started DESC LIMIT ?"
+    params.append(max(1, int(limit)))
+    out = []
+    for run_id, started in reversed(conn.execute(sql, params).fetchall()):
+        metrics: dict[str, dict[str, float]] = {}
+        for combo, name, value in conn.execute(
+                "SELECT combo, name, value FROM metrics WHERE run_id = ? AND value IS NOT NULL", (run_id,)):
+            metrics.setdefault(combo, {})[name] = value
+        out.append({"run_id": run_id, "started": started, "metrics": metrics})
+    return out

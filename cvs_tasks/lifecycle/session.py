@@ -147,6 +147,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
         raise BadInput("no cluster file: pass --cluster <file> (e.g. cluster/localhost.json)")
     cluster_obj: Cluster = load_cluster(Path(cluster))
     suite: Suite = load_suite(Path(config), cluster_obj)
+    _refuse_placeholders(suite)
     plan = make_plan(suite, cluster_obj, explicit_suite=suite_flag)
     if existing is not None:
         if req.check_config:
@@ -157,6 +158,19 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener)
     _register_secrets(session)
     return session
+
+
+def _refuse_placeholders(suite: Suite) -> None:
+    """While enforcing, a zero bound would be a silent PASS (min) or a certain FAIL (max): refuse it."""
+    if not suite.config.enforce_thresholds:
+        return
+    from cvs_tasks.history.calibrate import placeholder_problems
+
+    problems = placeholder_problems(suite.thresholds, suite.threshold_path)
+    if problems:
+        raise BadInput("placeholder thresholds while enforce_thresholds is true:\n  " + "\n  ".join(problems)
+                       + "\nDerive measured bounds with `invoke thresholds.calibrate --config ... --cluster ...` "
+                       "(from passing runs in the history), or set enforce_thresholds false to record only.")
 
 
 def _existing_run(req: RunRequest, root: Path) -> RunDir | None:

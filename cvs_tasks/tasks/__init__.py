@@ -26,6 +26,7 @@ def namespace() -> Collection:
         smoke,
         teardown,
         testbed,
+        thresholds,
         tokenizer,
         train,
     )
@@ -36,6 +37,6 @@ def namespace() -> Collection:
     ns.add_task(bench.bench)
     ns.add_task(compare.compare)
     for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
-                   config, cluster, cleanup, logs, history, testbed):
+                   config, cluster, cleanup, logs, history, thresholds, testbed):
         ns.add_collection(module.ns)
     return ns
