@@ -112,7 +112,8 @@ def passing_runs(conn: sqlite3.Connection, *, config_file: str | None, cluster: 
                  gpu_name: str | None = None) -> list[dict[str, Any]]:
     """The last ``limit`` PASS runs of this config file (any config hash) on this cluster, oldest first,
     each with ``metrics``: combo -> metric -> value."""
-    sql = "SELECT run_id, started FROM runs WHERE verdict = 'PASS' AND cluster = ?"
+    sql = ("SELECT run_id, started FROM runs WHERE verdict = 'PASS' AND cluster = ? "
+           "AND EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = runs.run_id)")  # not a diagnose-only run
     params: list[Any] = [cluster]
     if config_file:
         sql += " AND config_file = ?"

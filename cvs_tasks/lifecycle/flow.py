@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
-from cvs_tasks.lifecycle import gate_stages, setup_stages, train_stages
+from cvs_tasks.lifecycle import diagnose, gate_stages, setup_stages, train_stages
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.run import PER_COMBO_STAGES, StageRecord
@@ -107,6 +107,8 @@ def run_all(session: Session) -> int:
                 records += run_stage(session, stage)
             for stage in ("training", "metric", "loss_curve"):
                 records += run_stage(session, stage)
+            if not session.dry_run and diagnose.wanted_after_training(session):
+                records.append(diagnose.diagnose(session))
         except Interrupted:
             interrupted = True
         finally:

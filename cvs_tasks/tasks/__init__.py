@@ -17,6 +17,7 @@ def namespace() -> Collection:
         compare,
         config,
         container,
+        diagnose,
         history,
         lifecycle,
         logs,
@@ -36,6 +37,7 @@ def namespace() -> Collection:
     ns.add_task(lifecycle.demo)
     ns.add_task(bench.bench)
     ns.add_task(compare.compare)
+    ns.add_task(diagnose.diagnose)
     for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
                    config, cluster, cleanup, logs, history, thresholds, testbed):
         ns.add_collection(module.ns)
