@@ -1,8 +1,10 @@
 """Find the bad node: the smoke cell on every node on its own, in parallel, then the outliers.
 
-Each node gets a one-node view of the run (its own plan with ``NNODES=1`` and ``MASTER_ADDR`` its
-own address, a job label of its own so scripts and logs never collide on shared storage, and its
-records under ``<run>/diagnose/<host>/``), reusing the container the run launched on it.
+Each node gets a one-node view of the run: its own plan with ``NNODES=1`` and ``MASTER_ADDR`` its
+own address (for docker the container is relaunched with them, since a container's env is fixed
+at creation), a job label of its own so scripts and logs never collide on shared storage, and its
+records under ``<run>/diagnose/<host>/``. Afterwards the run's containers are one-node ones:
+``run_all`` only tears them down; ``invoke diagnose`` on a live run relaunches the run's own.
 """
 
 from __future__ import annotations
@@ -84,7 +86,9 @@ def node_session(session: Session, index: int) -> Session:
         if rec is not None:
             run.write_record(rec)
     hosts = session.hosts().subset([index])
-    runtime = runtime_for(hosts, session.config.container, run_id=session.run.run_id, owner=_owner(), nnodes=1)
+    container = session.config.container
+    container = container.model_copy(update={"env": {**container.env, "MASTER_ADDR": host.address}})
+    runtime = runtime_for(hosts, container, run_id=session.run.run_id, owner=_owner(), nnodes=1)
     return Session(plan=plan, run=run, dry_run=session.dry_run, force=True, listener=session.listener,
                    redactor=session.redactor, stop=session.stop, _hosts=hosts, _runtime=runtime)
 
@@ -93,6 +97,10 @@ def _node_smoke(session: Session, index: int) -> NodeSmoke:
     address = session.plan.hosts[index].address
     try:
         one = node_session(session, index)
+        if one.config.container.runtime.name == "docker":  # the container's env holds NNODES/MASTER_ADDR:
+            [started] = one.runtime().launch()            # relaunch it as a one-node container
+            if not started.ok:
+                return NodeSmoke(address, "ERROR", None, None, session.redactor(started.error or "launch failed"))
         mbs, gbs, precision, iters = smoke_cell(one)
         job = job_spec(one, label=f"{STAGE}_{combo_dir(address)}", combo=one.plan.combos[0], mbs=mbs, gbs=gbs,
                        precision=precision, iterations=iters)
@@ -140,10 +148,12 @@ def run_diagnose(session: Session) -> int:
         except Interrupted:
             interrupted = True
         finally:
-            if launched:
-                try:
+            try:
+                if launched:
                     records += run_stage(session, "teardown", force=True)
-                except Interrupted:
-                    interrupted = True
+                elif session.config.container.runtime.name == "docker":  # give the run its containers back
+                    records += run_stage(session, "launch_container", force=True)
+            except Interrupted:
+                interrupted = True
             finish_run(session, interrupted=interrupted)
     return EXIT_INTERRUPTED if interrupted else exit_status(records)
