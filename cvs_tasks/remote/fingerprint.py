@@ -8,6 +8,7 @@ node can tell.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Callable
 from cvs_tasks.remote.hosts import Hosts
 
 ROCM_PATH = 'PATH="$PATH:/opt/rocm/bin"'
+IMAGE_FORMAT = '{{join .RepoDigests ","}}\n{{join .RootFS.Layers ","}}'
 
 
 def _first(pattern: str) -> Callable[[str], str | None]:
@@ -101,7 +103,7 @@ def fingerprint_probes(runtime: str, image: str | None) -> list[tuple[str, str]]
     probes = [(PREFIX + f.name, f.probe) for f in FACTS]
     if runtime == "docker" and image:
         probes.append((PREFIX + "image_digest", shlex.join(["docker", "image", "inspect", "--format",
-                                                            "{{.Id}}", image])))
+                                                            IMAGE_FORMAT, image])))
     return probes
 
 
@@ -114,9 +116,22 @@ def parse_fingerprint(probes: dict[str, tuple[int, str]]) -> dict[str, object]:
         if value not in (None, ""):
             facts[fact.name] = value
     code, out = probes.get(PREFIX + "image_digest", (127, ""))
-    if code == 0 and _plain(out):
-        facts["image_digest"] = _plain(out)
+    digest = image_digest(out) if code == 0 else None
+    if digest:
+        facts["image_digest"] = digest
     return facts
+
+
+def image_digest(out: str) -> str | None:
+    """The registry digest the image was pulled by; else a digest of its layer contents (an image
+    imported or built on the node has no registry digest, and its id embeds its creation time)."""
+    lines = out.rstrip("\n").split("\n")
+    repo, layers = lines[0].strip(), (lines[1] if len(lines) > 1 else "")
+    digests = [d.split("@", 1)[1] for d in repo.split(",") if "@" in d]
+    if digests:
+        return sorted(digests)[0]
+    layers = layers.strip()
+    return "layers:sha256:" + hashlib.sha256(layers.encode()).hexdigest()[:16] if layers else None
 
 
 def collect_fingerprints(hosts: Hosts, runtime: str, image: str | None, *, timeout: float = 60.0) -> dict[str, dict]:

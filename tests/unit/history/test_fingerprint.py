@@ -77,3 +77,15 @@ def test_cluster_check_flags_drift_in_a_versions_column(tmp_path):
 def test_collect_fingerprints_is_one_command_per_node():
     found = collect_fingerprints(LocalHosts([Node("localhost", "localhost")]), "host", None)
     assert found["localhost"]["kernel"] == os.uname().release
+
+
+def test_the_image_is_known_by_its_registry_digest_else_by_its_layers():
+    from cvs_tasks.remote.fingerprint import image_digest
+
+    pulled = "rocm/megatron-lm@sha256:aa11,docker.io/rocm/megatron-lm@sha256:aa11\nsha256:l1,sha256:l2\n"
+    assert image_digest(pulled) == "sha256:aa11"
+    imported = "\nsha256:l1,sha256:l2\n"
+    assert image_digest(imported).startswith("layers:sha256:")
+    assert image_digest(imported) == image_digest("\nsha256:l1,sha256:l2")
+    assert image_digest(imported) != image_digest("\nsha256:l1,sha256:l3")
+    assert image_digest("") is None
