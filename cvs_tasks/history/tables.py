@@ -11,7 +11,7 @@ from rich.text import Text
 from cvs_tasks.history.compare import Comparison
 
 VERDICT_STYLE = {"PASS": "green", "FAIL": "bold red", "RECORD": "dim", "SKIPPED": "dim",
-                 "UNCALIBRATED": "yellow", "-": "dim"}
+                 "-": "dim"}
 
 
 def _verdict(text: str | None) -> Text:

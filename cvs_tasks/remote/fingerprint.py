@@ -44,7 +44,7 @@ def _labelled_or_bare(pattern: str, out: str) -> str | None:
 
 
 def _gpu_count(out: str) -> int | None:
-    n = len(re.findall(r"^GPU:\s*\d+\s*$", out, re.MULTILINE))
+    n = len(set(re.findall(r"^GPU:\s*(\d+)\s*$", out, re.MULTILINE)))
     return n or None
 
 
@@ -78,29 +78,35 @@ def _nic_fw(out: str) -> str | None:
 @dataclass(frozen=True)
 class Fact:
     name: str
-    probe: str
+    probe: str  # name of the PROBES entry whose output holds it
     parse: Callable[[str], object]
-    docker_only: bool = False
 
 
+# One shell snippet per tool call (amd-smi is slow on real nodes: one call serves two facts).
+PROBES: dict[str, str] = {
+    "asic": f"{ROCM_PATH} amd-smi static --asic",
+    "rocm": f"cat /opt/rocm/.info/version 2>/dev/null || {ROCM_PATH} amd-smi version",
+    "driver": f"cat /sys/module/amdgpu/version 2>/dev/null || {ROCM_PATH} rocm-smi --showdriverversion",
+    "firmware": f"{ROCM_PATH} amd-smi firmware",
+    "kernel": "uname -r",
+    "nic": "ibv_devinfo",
+}
 FACTS: tuple[Fact, ...] = (
-    Fact("gpu_model", f"{ROCM_PATH} amd-smi static --asic", _gpu_model),
-    Fact("gpu_count", f"{ROCM_PATH} amd-smi list", _gpu_count),
-    Fact("rocm", f"cat /opt/rocm/.info/version 2>/dev/null || {ROCM_PATH} amd-smi version",
-         lambda out: _labelled_or_bare(r"ROCm version:\s*([^|\n]+)", out)),
-    Fact("driver", f"cat /sys/module/amdgpu/version 2>/dev/null || {ROCM_PATH} rocm-smi --showdriverversion",
-         lambda out: _labelled_or_bare(r"Driver version:\s*(\S+)", out)),
-    Fact("gpu_fw", f"{ROCM_PATH} amd-smi firmware", _pairs(r"FW_ID:\s*(\S+)", r"FW_VERSION:\s*(\S+)")),
-    Fact("kernel", "uname -r", _plain),
-    Fact("nic_fw", "ibv_devinfo", _nic_fw),
+    Fact("gpu_model", "asic", _gpu_model),
+    Fact("gpu_count", "asic", _gpu_count),
+    Fact("rocm", "rocm", lambda out: _labelled_or_bare(r"ROCm version:\s*([^|\n]+)", out)),
+    Fact("driver", "driver", lambda out: _labelled_or_bare(r"Driver version:\s*(\S+)", out)),
+    Fact("gpu_fw", "firmware", _pairs(r"FW_ID:\s*(\S+)", r"FW_VERSION:\s*(\S+)")),
+    Fact("kernel", "kernel", _plain),
+    Fact("nic_fw", "nic", _nic_fw),
 )
 FACT_NAMES = tuple(f.name for f in FACTS) + ("image_digest",)
 PREFIX = "fp_"
 
 
 def fingerprint_probes(runtime: str, image: str | None) -> list[tuple[str, str]]:
-    """(probe name, shell snippet) pairs, named ``fp_<fact>`` so they ride along other probes."""
-    probes = [(PREFIX + f.name, f.probe) for f in FACTS]
+    """(probe name, shell snippet) pairs, named ``fp_<probe>`` so they ride along other probes."""
+    probes = [(PREFIX + name, cmd) for name, cmd in PROBES.items()]
     if runtime == "docker" and image:
         probes.append((PREFIX + "image_digest", shlex.join(["docker", "image", "inspect", "--format",
                                                             IMAGE_FORMAT, image])))
@@ -111,7 +117,7 @@ def parse_fingerprint(probes: dict[str, tuple[int, str]]) -> dict[str, object]:
     """Probe name -> (exit status, output) -> fact -> value (facts the node could not tell are left out)."""
     facts: dict[str, object] = {}
     for fact in FACTS:
-        code, out = probes.get(PREFIX + fact.name, (127, ""))
+        code, out = probes.get(PREFIX + fact.probe, (127, ""))
         value = fact.parse(out) if code == 0 else None
         if value not in (None, ""):
             facts[fact.name] = value

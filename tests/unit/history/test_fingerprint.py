@@ -37,7 +37,7 @@ def test_every_fact_is_read_from_the_tools_output(tmp_path):
 
 
 def test_a_missing_tool_leaves_the_fact_out_instead_of_failing():
-    facts = parse_fingerprint({"fp_gpu_model": (127, "amd-smi: command not found"), "fp_kernel": (0, "6.8.0-45\n")})
+    facts = parse_fingerprint({"fp_asic": (127, "amd-smi: command not found"), "fp_kernel": (0, "6.8.0-45\n")})
     assert facts == {"kernel": "6.8.0-45"}
 
 
