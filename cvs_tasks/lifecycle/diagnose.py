@@ -58,6 +58,10 @@ def diagnose(session: Session) -> StageRecord:
 
 def _diagnose(session: Session) -> StageRecord:
     hosts = list(session.plan.hosts)
+    container = session.config.container
+    if container.runtime.name == "docker" and container.lifetime != "per_run":
+        return StageRecord(STAGE, "SKIPPED", reason=f"diagnose relaunches each node's container as a one-node "
+                           f"container; container.lifetime {container.lifetime!r} keeps the run's own (use per_run)")
     session.say(f"diagnose: the smoke cell on each of {len(hosts)} node(s) on its own")
     with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix="diagnose") as pool:
         smokes = list(pool.map(lambda i: _node_smoke(session, i), range(len(hosts))))

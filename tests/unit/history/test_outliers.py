@@ -29,3 +29,14 @@ def test_a_failed_node_is_named_with_its_reason():
 def test_nodes_within_tolerance_are_all_good():
     d = find_outliers([node("a", 1600), node("b", 1650), node("c", 1580)], 10)
     assert d.outliers == [] and "no outlier among 3" in d.summary
+
+
+def test_diagnose_refuses_containers_it_may_not_relaunch():
+    from types import SimpleNamespace
+
+    from cvs_tasks.lifecycle.diagnose import _diagnose
+
+    container = SimpleNamespace(runtime=SimpleNamespace(name="docker"), lifetime="persistent")
+    session = SimpleNamespace(plan=SimpleNamespace(hosts=()), config=SimpleNamespace(container=container))
+    record = _diagnose(session)
+    assert record.status == "SKIPPED" and "per_run" in record.reason
