@@ -25,8 +25,13 @@ def _open(reports_root: Path, history: str | None):
         raise InfraError(str(exc)) from None
 
 
+VERDICTS = ("PASS", "FAIL", "RECORD", "SKIPPED")
+
+
 def show_history(reports_root: Path, history: str | None, filt: RunFilter, *, as_json: bool,
                  console: Console | None = None) -> list[dict]:
+    if filt.verdict and filt.verdict.upper() not in VERDICTS:
+        raise BadInput(f"--verdict {filt.verdict!r}: use one of {', '.join(VERDICTS)}")
     conn = _open(reports_root, history)
     try:
         rows = recent_runs(conn, filt)

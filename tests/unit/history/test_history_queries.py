@@ -98,6 +98,9 @@ def test_the_tasks_print_json_tables_and_refuse_unknown_runs(history):
                          capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert "-16.0%" in out.stdout and "-80" in out.stdout
+    out = subprocess.run(run + ["history", "--reports-dir", str(root), "--verdict", "passed"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--verdict 'passed'" in out.stderr
     out = subprocess.run(run + ["compare", "r1", "nope", "--reports-dir", str(root)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "nope" in out.stderr
