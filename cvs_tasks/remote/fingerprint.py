@@ -78,27 +78,28 @@ def _nic_fw(out: str) -> str | None:
 @dataclass(frozen=True)
 class Fact:
     name: str
-    probe: str  # name of the PROBES entry whose output holds it
+    probes: tuple[str, ...]  # PROBES entries whose output may hold it, the first that does wins
     parse: Callable[[str], object]
 
 
-# One shell snippet per tool call (amd-smi is slow on real nodes: one call serves two facts).
+# One shell snippet per tool call; amd-smi is slow on real nodes, so one call serves three facts
+# and cheap files (sysfs, the ROCm version file) are read first where they exist.
 PROBES: dict[str, str] = {
-    "asic": f"{ROCM_PATH} amd-smi static --asic",
+    "asic": f"{ROCM_PATH} amd-smi static --asic --driver",
     "rocm": f"cat /opt/rocm/.info/version 2>/dev/null || {ROCM_PATH} amd-smi version",
-    "driver": f"cat /sys/module/amdgpu/version 2>/dev/null || {ROCM_PATH} rocm-smi --showdriverversion",
+    "driver": "cat /sys/module/amdgpu/version",
     "firmware": f"{ROCM_PATH} amd-smi firmware",
     "kernel": "uname -r",
     "nic": "ibv_devinfo",
 }
 FACTS: tuple[Fact, ...] = (
-    Fact("gpu_model", "asic", _gpu_model),
-    Fact("gpu_count", "asic", _gpu_count),
-    Fact("rocm", "rocm", lambda out: _labelled_or_bare(r"ROCm version:\s*([^|\n]+)", out)),
-    Fact("driver", "driver", lambda out: _labelled_or_bare(r"Driver version:\s*(\S+)", out)),
-    Fact("gpu_fw", "firmware", _pairs(r"FW_ID:\s*(\S+)", r"FW_VERSION:\s*(\S+)")),
-    Fact("kernel", "kernel", _plain),
-    Fact("nic_fw", "nic", _nic_fw),
+    Fact("gpu_model", ("asic",), _gpu_model),
+    Fact("gpu_count", ("asic",), _gpu_count),
+    Fact("rocm", ("rocm",), lambda out: _labelled_or_bare(r"ROCm version:\s*([^|\n]+)", out)),
+    Fact("driver", ("driver", "asic"), lambda out: _labelled_or_bare(r"DRIVER:\s*\n\s*NAME:[^\n]*\n\s*VERSION:\s*(\S+)", out)),
+    Fact("gpu_fw", ("firmware",), _pairs(r"FW_ID:\s*(\S+)", r"FW_VERSION:\s*(\S+)")),
+    Fact("kernel", ("kernel",), _plain),
+    Fact("nic_fw", ("nic",), _nic_fw),
 )
 FACT_NAMES = tuple(f.name for f in FACTS) + ("image_digest",)
 PREFIX = "fp_"
@@ -117,10 +118,12 @@ def parse_fingerprint(probes: dict[str, tuple[int, str]]) -> dict[str, object]:
     """Probe name -> (exit status, output) -> fact -> value (facts the node could not tell are left out)."""
     facts: dict[str, object] = {}
     for fact in FACTS:
-        code, out = probes.get(PREFIX + fact.probe, (127, ""))
-        value = fact.parse(out) if code == 0 else None
-        if value not in (None, ""):
-            facts[fact.name] = value
+        for name in fact.probes:
+            code, out = probes.get(PREFIX + name, (127, ""))
+            value = fact.parse(out) if code == 0 else None
+            if value not in (None, ""):
+                facts[fact.name] = value
+                break
     code, out = probes.get(PREFIX + "image_digest", (127, ""))
     digest = image_digest(out) if code == 0 else None
     if digest:

@@ -53,7 +53,7 @@ def test_history_baseline_compare_diagnose_drift_and_calibrate(testbed_cluster, 
     cluster = str(testbed_cluster.cluster_file)
     faults = testbed_cluster.state_dir / "shared" / f"node-faults-{tmp_path.name}"
     faults.mkdir(parents=True)
-    versions = testbed_cluster.state_dir / "nodes" / "node1" / "versions.json"
+    versions = testbed_cluster.state_dir / "nodes" / "node1" / "versions.env"
     config = baseline_config(tmp_path / "baseline", faults)
     args = ("--config", str(config), "--cluster", cluster)
     try:
@@ -97,7 +97,7 @@ def test_history_baseline_compare_diagnose_drift_and_calibrate(testbed_cluster, 
         ids = [r["run_id"] for r in json.loads(listed.out)]
         assert {first_id, second_id, third_id} <= set(ids) and ids.index(third_id) < ids.index(first_id)
 
-        versions.write_text(json.dumps({"driver": "6.9.0"}))
+        versions.write_text("DRIVER=6.9.0\n")
         checked = run_invoke("cluster.check", "--cluster", cluster, "--config", str(config), reports=reports)
         assert checked.code == 3, checked.out + checked.err
         assert f"{slow_node}: versions: drift: driver 6.9.0 differs from 6.10.5" in checked.out, checked.out

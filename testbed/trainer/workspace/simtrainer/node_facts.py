@@ -2,8 +2,8 @@
 
 A node is told apart by ``CVS_SIM_NODE_DIR`` (its state folder, set by the node's sshd for host
 shells) or, inside a container, by the node's own dockerd data root that shows in the container's
-mount table (``…/nodes/node<N>/data/…``). ``versions.json`` in that folder overrides the defaults
-below; ``fault`` in ``<SIM_NODE_FAULTS>/node<N>`` (default: the shared folder every testbed config
+mount table (``…/nodes/node<N>/data/…``). ``versions.env`` in that folder (KEY=VALUE) overrides
+the defaults below (amd-smi and ibv_devinfo read it too); ``fault`` in ``<SIM_NODE_FAULTS>/node<N>`` (default: the shared folder every testbed config
 mounts) holds that node's own SIM_FAULT entries, e.g. ``slow=1.5`` or ``crash@3``.
 """
 from __future__ import annotations
@@ -42,12 +42,16 @@ def node_index(mountinfo: str | None = None) -> int | None:
 
 
 def versions() -> dict:
+    """The node's versions: the defaults, then ``versions.env`` (KEY=VALUE lines, as amd-smi reads it)."""
     facts = dict(DEFAULTS)
     folder = os.environ.get("CVS_SIM_NODE_DIR")
     if folder:
         try:
-            facts.update(json.loads((Path(folder) / "versions.json").read_text()))
-        except (OSError, ValueError):
+            for line in (Path(folder) / "versions.env").read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.strip().lower() in facts:
+                    facts[key.strip().lower()] = value.strip()
+        except OSError:
             pass
     return facts
 
