@@ -1,7 +1,7 @@
 """Run the benchmarks of issue #8 in one go: one JSON object on stdout, a table on stderr.
 
 ``python -m benchmarks [--only NAME[,NAME]] [--quick] [--json-out PATH] [--strict]``; names:
-parse, polling, latency, fanout, report. The benchmarks that need nodes start their own
+parse, polling, latency, fanout, report, history. The benchmarks that need nodes start their own
 testbed (``benchmarks.testbed_env``) once and stop it at the end, whatever happens. A benchmark
 that crashes yields MISS rows that carry the error, and the others still run.
 """
@@ -24,7 +24,7 @@ from benchmarks import testbed_env
 from benchmarks.common import MISS, PASS, not_measured
 from cvs_tasks.errors import BadInput
 
-NAMES = ("parse", "polling", "latency", "fanout", "report")
+NAMES = ("parse", "polling", "latency", "fanout", "report", "history")
 NEEDS_TESTBED = {"latency", "fanout", "polling"}
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs" / "testbed"
@@ -122,8 +122,15 @@ def _report(ctx: Context) -> list[dict]:
     return report.run()
 
 
+def _history(ctx: Context) -> list[dict]:
+    from benchmarks import history_bench
+
+    return history_bench.run(1000 if ctx.sizes is QUICK else 10_000, 64)
+
+
 RUNNERS: dict[str, Callable[[Context], list[dict]]] = {
     "parse": _parse, "polling": _polling, "latency": _latency, "fanout": _fanout, "report": _report,
+    "history": _history,
 }
 
 

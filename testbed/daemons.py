@@ -18,6 +18,9 @@ from . import procs
 
 DOCKERD_READY_S = 60.0
 SSHD_READY_S = 20.0
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TOOLS_SOURCE = Path(__file__).resolve().parent / "trainer" / "workspace" / "bin"
+NODE_TOOLS = ("rocm-smi", "amd-smi", "ibv_devinfo")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class NodePaths:
     @property
     def data_root(self) -> Path: return self.root / "data"
     @property
+    def tools(self) -> Path: return self.root / "bin"  # the node's own rocm-smi/amd-smi/ibv_devinfo
+    @property
     def exec_root(self) -> Path: return self.run / "exec"
 
 
@@ -67,7 +72,7 @@ def sshd_config_text(address: str, paths: NodePaths, authorized_keys: Path, dock
         "MaxStartups 200:30:400",
         "MaxSessions 64",
         "LogLevel ERROR",
-        f"SetEnv DOCKER_HOST={docker_host}",
+        f"SetEnv DOCKER_HOST={docker_host} CVS_SIM_NODE_DIR={paths.root} PATH={paths.tools}:{SYSTEM_PATH}",
         "Subsystem sftp /usr/lib/openssh/sftp-server",
         "",
     ])
@@ -82,8 +87,18 @@ def host_key(paths: NodePaths) -> str:
     return Path(str(paths.host_key) + ".pub").read_text().strip()
 
 
+def install_node_tools(paths: NodePaths) -> None:
+    """The GPU/NIC tool stand-ins on the node's own shell PATH; they read the node's versions.json."""
+    paths.tools.mkdir(parents=True, exist_ok=True)
+    for tool in NODE_TOOLS:
+        link = paths.tools / tool
+        link.unlink(missing_ok=True)
+        link.symlink_to(TOOLS_SOURCE / tool)
+
+
 def start_sshd(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str) -> int:
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    install_node_tools(paths)
     paths.sshd_config.write_text(sshd_config_text(address, paths, authorized_keys, docker_host))
     _check(["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)], f"sshd config check for {address}")
     pid = procs.spawn(["/usr/sbin/sshd", "-D", "-f", str(paths.sshd_config), "-E", str(paths.sshd_log)],

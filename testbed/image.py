@@ -175,7 +175,7 @@ def _image_tar(base: Path) -> Path:
             info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-        for tool in ("rocm-smi", "ibv_devinfo"):  # stand-ins on PATH, as in real images
+        for tool in ("rocm-smi", "amd-smi", "ibv_devinfo"):  # stand-ins on PATH, as in real images
             link = tarfile.TarInfo(f"./usr/local/bin/{tool}")
             link.type = tarfile.SYMTYPE
             link.linkname = f"/workspace/bin/{tool}"

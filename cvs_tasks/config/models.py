@@ -166,6 +166,17 @@ class Gpu(Block):
     pids_command: str = Field("rocm-smi --showpids", description="Command listing processes holding GPUs.")
 
 
+class History(Block):
+    enabled: bool = Field(True, description="Record every finished run in the history database.")
+    path: str = Field("", description="History database; empty: <reports dir>/history.sqlite ($CVS_HISTORY_DB wins).")
+
+
+class Diagnose(Block):
+    auto: bool = Field(False, description="After a distributed combo fails or misses a throughput/scaling gate, "
+                                          "run the smoke cell on every node on its own to find the bad node.")
+    tolerance_pct: float = Field(10.0, gt=0, description="A node slower than the median by more than this is an outlier.")
+
+
 class SuiteConfig(Block):
     """The suite config file; `_`-prefixed top-level keys are comments and are dropped before this."""
 
@@ -185,6 +196,8 @@ class SuiteConfig(Block):
     sweep: Sweep = Field(default_factory=Sweep)
     watch: Watch = Field(default_factory=Watch)
     gpu: Gpu = Field(default_factory=Gpu)
+    history: History = Field(default_factory=History)
+    diagnose: Diagnose = Field(default_factory=Diagnose)
 
     @field_validator("gpu_name", mode="before")
     @classmethod

@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 """The checkout the package runs from: the parent of the `cvs_tasks` package directory."""
 THRESHOLDS_DIR = REPO_ROOT / "thresholds"
 
-Kind = Literal["min", "max", "max_ms", "min_tok_s", "within", "min_ratio", "info"]
+Kind = Literal["min", "max", "max_ms", "min_tok_s", "within", "min_ratio", "info", "baseline"]
 KNOWN_METRICS = (
     "training.throughput_per_gpu",
     "training.tokens_per_gpu",
@@ -49,11 +49,22 @@ class ThresholdSpec(BaseModel):
     optional: bool = False
     tolerance_pct: Number | None = None
     reference: str | None = None
+    runs: int | None = None  # baseline: median of the last `runs` PASS runs (default 5)
+    min_runs: int | None = None  # baseline: RECORD until the history holds this many (default 3)
 
     @model_validator(mode="after")
     def _needs(self) -> "ThresholdSpec":
         wrong: list[str] = []
-        if self.kind != "info" and self.value is None:
+        if self.kind == "baseline":
+            if self.tolerance_pct is None or self.tolerance_pct < 0:
+                wrong.append("kind 'baseline' needs tolerance_pct >= 0 (how far from the median of past runs)")
+            if (self.runs is not None and self.runs < 1) or (self.min_runs is not None and self.min_runs < 1):
+                wrong.append("kind 'baseline' needs runs >= 1 and min_runs >= 1")
+            elif self.runs is not None and self.min_runs is not None and self.min_runs > self.runs:
+                wrong.append(f"kind 'baseline': min_runs ({self.min_runs}) cannot exceed runs ({self.runs})")
+        elif self.runs is not None or self.min_runs is not None:
+            wrong.append("runs and min_runs belong to kind 'baseline' only")
+        if self.kind not in ("info", "baseline") and self.value is None:
             wrong.append(f"kind {self.kind!r} needs a numeric value")
         if self.kind == "within":
             if self.tolerance_pct is None or self.tolerance_pct < 0:

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
-from cvs_tasks.lifecycle import gate_stages, setup_stages, train_stages
+from cvs_tasks.lifecycle import diagnose, gate_stages, setup_stages, train_stages
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.run import PER_COMBO_STAGES, StageRecord
@@ -107,6 +107,8 @@ def run_all(session: Session) -> int:
                 records += run_stage(session, stage)
             for stage in ("training", "metric", "loss_curve"):
                 records += run_stage(session, stage)
+            if not session.dry_run and diagnose.wanted_after_training(session):
+                records.append(diagnose.diagnose(session))
         except Interrupted:
             interrupted = True
         finally:
@@ -122,13 +124,17 @@ def run_all(session: Session) -> int:
 
 
 def finish_run(session: Session, *, interrupted: bool = False) -> None:
-    """Stamp the manifest and render the reports from the run directory."""
+    """Stamp the manifest, record the run in the history (a warning at worst), render the reports."""
     if session.dry_run:
         return
     manifest = session.run.manifest()
     manifest["finished"] = time.time()
     manifest["interrupted"] = interrupted
     session.run.write_manifest(manifest)
+    if session.config.history.enabled:
+        from cvs_tasks.history import record_run_safely
+
+        record_run_safely(session.run, session.history_path, lambda text: session.say(text, "warning"))
     from cvs_tasks.report import render_all
 
     render_all(session.run)

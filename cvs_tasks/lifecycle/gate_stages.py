@@ -37,7 +37,7 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
         return skipped
     cfg = session.config
     cell = session.plan.suite.thresholds.get(combo.cell)
-    rows = m.evaluate(actual_metrics(data), cell, cfg.enforce_thresholds)
+    rows = judged_rows(session, combo.id, actual_metrics(data), cell)
     failed = [r for r in rows if r.status == "FAIL"]
     record = StageRecord(stage="metric", combo=combo.id, status="FAIL" if failed else "PASS", metrics=rows)
     if failed:
@@ -51,6 +51,29 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
             f", {len(rows) - passed} recorded/skipped" if len(rows) > passed else ""
         )
     return record
+
+
+def judged_rows(session: Session, combo: str, actuals: dict, cell) -> list:
+    """Fixed thresholds by ``metrics.evaluate``, ``baseline`` ones against the run history."""
+    from cvs_tasks.history.gate import baseline_rows, merge_rows, split_cell
+
+    fixed, baseline = split_cell(cell)
+    rows = m.evaluate(actuals, fixed, session.config.enforce_thresholds)
+    if not baseline:
+        return rows
+    extra = baseline_rows(history_context(session), combo, actuals, baseline, session.config.enforce_thresholds,
+                          lambda text: session.say(text, "warning"), m.unit_for)
+    return merge_rows(rows, extra)
+
+
+def history_context(session: Session):
+    from cvs_tasks.history.entry import cluster_key, config_hash
+    from cvs_tasks.history.gate import GateContext
+
+    manifest = session.run.manifest()
+    return GateContext(session.history_path, config_hash(manifest.get("effective_config")),
+                       cluster_key(manifest.get("hosts") or []), session.run.run_id,
+                       float(manifest.get("created") or 0.0))
 
 
 def loss_curve(session: Session, combo_id: str | None) -> StageRecord:

@@ -116,6 +116,13 @@ class Session:
         )
 
     @property
+    def history_path(self) -> Path:
+        """The history database of this run's reports folder (config ``history.path`` if set)."""
+        from cvs_tasks.history import history_path
+
+        return history_path(self.run.path.parent, self.config.history.path or None)
+
+    @property
     def node_run_dir(self) -> str:
         """Per-run folder on the nodes (scripts, the token file); removed at teardown."""
         return f"{self.config.paths.scripts_dir.rstrip('/')}/{self.run.run_id}"
@@ -151,6 +158,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
         raise BadInput("no cluster file: pass --cluster <file> (e.g. cluster/localhost.json)")
     cluster_obj: Cluster = load_cluster(Path(cluster))
     suite: Suite = load_suite(Path(config), cluster_obj)
+    _refuse_placeholders(suite)
     plan = make_plan(suite, cluster_obj, explicit_suite=suite_flag)
     if existing is not None:
         if req.check_config:
@@ -167,6 +175,19 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
         session.scratch = run.path.parent
         atexit.register(shutil.rmtree, session.scratch, True)  # stage tasks never call close()
     return session
+
+
+def _refuse_placeholders(suite: Suite) -> None:
+    """While enforcing, a zero bound would be a silent PASS (min) or a certain FAIL (max): refuse it."""
+    if not suite.config.enforce_thresholds:
+        return
+    from cvs_tasks.history.calibrate import placeholder_problems
+
+    problems = placeholder_problems(suite.thresholds, suite.threshold_path)
+    if problems:
+        raise BadInput("placeholder thresholds while enforce_thresholds is true:\n  " + "\n  ".join(problems)
+                       + "\nDerive measured bounds with `invoke thresholds.calibrate --config ... --cluster ...` "
+                       "(from passing runs in the history), or set enforce_thresholds false to record only.")
 
 
 def _existing_run(req: RunRequest, root: Path) -> RunDir | None:

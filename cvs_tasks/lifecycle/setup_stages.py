@@ -47,7 +47,21 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
         record.reason = failed_nodes_reason("container launch", nodes)
         return record
     record.reason = _prepare_node_dir(session)
+    if not session.dry_run:
+        record.data.update(fingerprint_nodes(session))
     return record
+
+
+def fingerprint_nodes(session: Session) -> dict:
+    """Each node's versions (GPU, ROCm, driver, firmware, kernel, NIC, image digest) and any drift."""
+    from cvs_tasks.remote.fingerprint import collect_fingerprints, drift
+
+    container = session.config.container
+    facts = collect_fingerprints(session.hosts(), container.runtime.name, container.image)
+    found = [f"{d.host}: {d.text}" for d in drift(facts)]
+    for line in found:
+        session.say(f"warning: version drift: {line}", "warning")
+    return {"fingerprints": facts, "drift": found}
 
 
 def _prepare_node_dir(session: Session) -> str:

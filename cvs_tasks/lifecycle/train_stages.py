@@ -9,6 +9,7 @@ from cvs_tasks import metrics as m
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.lifecycle.jobrun import JobResult, run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
+from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
 
@@ -109,6 +110,7 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         "steps": [[it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu), _finite(it.loss)] for it in iterations],
         "tflops_recomputed": _finite(parser.tflops_recomputed()),
         "scaling_efficiency_pct": None,
+        "args_hash": args_hash(getattr(getattr(parser, "facts", None), "args", None)),  # provenance (history)
     }
     base = cfg.scaling_baseline
     tokens = metrics.get("training.tokens_per_gpu")

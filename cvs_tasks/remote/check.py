@@ -6,14 +6,15 @@ I/O is one command per node that runs every probe (``probe_command``); parsing a
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from cvs_tasks.remote import docker_cmd as dc
+from cvs_tasks.remote.fingerprint import drift, fingerprint_probes, parse_fingerprint
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import NodeResult, last_line
 
-CHECKS = ("ssh", "docker", "image", "gpus", "disk")
+CHECKS = ("ssh", "docker", "image", "gpus", "disk", "versions")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class NodeCheck:
     host: str
     rank: int
     items: tuple[CheckItem, ...]
+    facts: dict = field(default_factory=dict, compare=False)  # the node's fingerprint
 
     @property
     def ok(self) -> bool:
@@ -102,6 +104,11 @@ def probe_command(runtime: str, image: str | None, log_dir: str, visible_check: 
         if image:
             probes.append(("image", dc.image_present_command(image)))
     probes += [("gpus", visible_check), ("disk", disk_command(log_dir))]
+    return framed(probes + fingerprint_probes(runtime, image))
+
+
+def framed(probes: list[tuple[str, str]]) -> str:
+    """Run each (name, command) in turn and print its exit status and output under a marker line."""
     parts = [f"out=$( {{ {cmd} ; }} 2>&1 ); rc=$?; printf '%s %s %s\\n%s\\n' {PROBE_MARK} {name} \"$rc\" \"$out\""
              for name, cmd in probes]
     return "; ".join(parts) + "; true"
@@ -128,8 +135,29 @@ def check_nodes(hosts: Hosts, runtime_spec: Any, image: str | None, log_dir: str
     """Run every check on every node; a node that fails SSH skips the rest, with that reason."""
     runtime = _runtime_name(runtime_spec)
     command = probe_command(runtime, image, log_dir, visible_check)
-    return [_node_check(node, result, runtime, image, log_dir, visible_check, min_free_gib)
-            for node, result in zip(hosts.nodes, hosts.run(command, timeout=timeout))]
+    checks = [_node_check(node, result, runtime, image, log_dir, visible_check, min_free_gib)
+              for node, result in zip(hosts.nodes, hosts.run(command, timeout=timeout))]
+    return with_drift(checks)
+
+
+def with_drift(checks: list[NodeCheck]) -> list[NodeCheck]:
+    """Add the ``versions`` item: does the node's fingerprint match the majority's?"""
+    found: dict[str, list[str]] = {}
+    for d in drift({c.host: c.facts for c in checks}):
+        found.setdefault(d.host, []).append(d.text)
+    out = []
+    for c in checks:
+        if any(i.name == "versions" for i in c.items):
+            out.append(c)
+            continue
+        if not c.facts:
+            item = CheckItem("versions", None, "skipped: the node told no versions")
+        elif c.host in found:
+            item = CheckItem("versions", False, "drift: " + "; ".join(found[c.host]))
+        else:
+            item = CheckItem("versions", True, ", ".join(f"{k} {v}" for k, v in c.facts.items()))
+        out.append(replace(c, items=c.items + (item,)))
+    return out
 
 
 def _node_check(node, result: NodeResult, runtime: str, image: str | None, log_dir: str,
@@ -137,7 +165,8 @@ def _node_check(node, result: NodeResult, runtime: str, image: str | None, log_d
     probes = parse_probe(result.stdout) if result.ok else {}
     if not probes:
         items = [CheckItem("ssh", False, _why(result) if not result.ok else "no answer from the node's shell")]
-        items += [CheckItem(name, None, "skipped: no SSH") for name in CHECKS[1:]]
+        items += [CheckItem(name, None, "skipped: no SSH") for name in CHECKS[1:-1]]
+        items.append(CheckItem("versions", None, "skipped: no SSH"))
         return NodeCheck(node.name, node.rank, tuple(items))
 
     def probe(name: str) -> NodeResult:
@@ -162,7 +191,7 @@ def _node_check(node, result: NodeResult, runtime: str, image: str | None, log_d
     gpus = probe("gpus")
     items.append(CheckItem("gpus", gpus.ok, visible_check if gpus.ok else f"`{visible_check}` failed: {_why(gpus)}"))
     items.append(disk_item(probe("disk"), log_dir, min_free_gib))
-    return NodeCheck(node.name, node.rank, tuple(items))
+    return NodeCheck(node.name, node.rank, tuple(items), parse_fingerprint(probes))
 
 
 def _mark(item: CheckItem) -> str:

@@ -15,6 +15,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tasks.report import svg
+from cvs_tasks.report.nodes import nodes_view
+from cvs_tasks.report.sparkline import sparkline
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -50,9 +52,10 @@ def render_report(
     *,
     effective_config: Any = None,
     steps_by_combo: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+    trends: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
 ) -> str:
-    """The full report page for a run."""
-    view = report_view(results, effective_config, steps_by_combo or {})
+    """The full report page for a run (``trends``: combo -> metric -> last runs, for sparklines)."""
+    view = report_view(results, effective_config, steps_by_combo or {}, trends or {})
     return make_environment().get_template("report.html.j2").render(**view)
 
 
@@ -63,7 +66,8 @@ def render_metrics(results: Mapping[str, Any]) -> str:
 
 
 # -- view building -------------------------------------------------------------------------------
-def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_combo: Mapping[str, Any]) -> dict:
+def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_combo: Mapping[str, Any],
+                trends: Mapping[str, Any] | None = None) -> dict:
     tests = results.get("tests", [])
     return {
         "header": header_view(results),
@@ -71,8 +75,10 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
         "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "total")},
         "metric_summary": metric_summary(results),
         "tests": [test_view(t) for t in tests],
-        "combos": [combo_view(results, c, steps_by_combo.get(c) or []) for c in results.get("combos", [])],
+        "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
+                   for c in results.get("combos", [])],
         "checkpoint": checkpoint_view(_find(tests, "checkpoint", None)),
+        "nodes": nodes_view(results),
         "config_json": json.dumps(effective_config, indent=2, sort_keys=True) if effective_config else "",
     }
 
@@ -162,7 +168,8 @@ def consolidated_rows(results: Mapping[str, Any]) -> list[dict]:
     return rows
 
 
-def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[Any]]) -> dict:
+def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[Any]],
+               trends: Mapping[str, Any] | None = None) -> dict:
     tests = results.get("tests", [])
     training = _find(tests, "training", combo)
     metric = _find(tests, "metric", combo)
@@ -178,7 +185,9 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[
             for label, t in (("training", training), ("metric", metric), ("loss curve", loss))
         ],
         "training_facts": training_facts(details, results),
-        "metrics": [metric_view(m) for m in (metric or {}).get("metrics", [])],
+        "metrics": [{**metric_view(m), "trend": sparkline((trends or {}).get(m.get("name")) or [], m.get("unit") or "")}
+                    for m in (metric or {}).get("metrics", [])],
+        "has_trend": bool(trends),
         "metric_reason": (metric or {}).get("reason", "") if metric and not metric.get("metrics") else "",
         "loss": loss_view(combo, (loss or {}).get("details", {}), steps),
         "throughput_svg": throughput_svg(combo, steps),

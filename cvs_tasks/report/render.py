@@ -15,6 +15,7 @@ from typing import Any
 from cvs_tasks.errors import InfraError
 from cvs_tasks.report.html import render_metrics, render_report
 from cvs_tasks.report.junit import junit_xml
+from cvs_tasks.report.nodes import write_node_lists
 from cvs_tasks.report.results import build_results, read_manifest
 from cvs_tasks.run.rundir import RunDir, write_json_atomic
 
@@ -31,11 +32,22 @@ def render_all(run: RunDir) -> dict[str, Path]:
         results,
         effective_config=manifest.get("effective_config"),
         steps_by_combo=steps_by_combo(run, results.get("combos", [])),
+        trends=trends_of(run, manifest, results),
     )
     write_bytes_atomic(paths["report"], html.encode("utf-8"))
     write_bytes_atomic(paths["metrics"], render_metrics(results).encode("utf-8"))
     write_bytes_atomic(paths["junit"], junit_xml(results))
+    write_node_lists(run.path, results)
     return paths
+
+
+def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """Each gated metric's last runs from the history (config ``history.path``), {} without one."""
+    from cvs_tasks.history.db import history_path
+    from cvs_tasks.history.trend import run_trends
+
+    configured = ((manifest.get("effective_config") or {}).get("history") or {}).get("path") or None
+    return run_trends(history_path(run.path.parent, configured), manifest, results)
 
 
 def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[Any]]:

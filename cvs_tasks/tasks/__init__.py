@@ -14,8 +14,11 @@ def namespace() -> Collection:
         checkpoint,
         cleanup,
         cluster,
+        compare,
         config,
         container,
+        diagnose,
+        history,
         lifecycle,
         logs,
         loss,
@@ -24,6 +27,7 @@ def namespace() -> Collection:
         smoke,
         teardown,
         testbed,
+        thresholds,
         tokenizer,
         train,
     )
@@ -32,7 +36,9 @@ def namespace() -> Collection:
     ns.add_task(lifecycle.all_)
     ns.add_task(lifecycle.demo)
     ns.add_task(bench.bench)
+    ns.add_task(compare.compare)
+    ns.add_task(diagnose.diagnose)
     for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
-                   config, cluster, cleanup, logs, testbed):
+                   config, cluster, cleanup, logs, history, thresholds, testbed):
         ns.add_collection(module.ns)
     return ns

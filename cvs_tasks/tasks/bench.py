@@ -9,7 +9,7 @@ from cvs_tasks.tasks._common import user_errors
 
 
 @task(help={
-    "only": "Comma-separated subset: parse, polling, latency, fanout, report (default: all)",
+    "only": "Comma-separated subset: parse, polling, latency, fanout, report, history (default: all)",
     "quick": "Small sizes: a smoke run whose figures are not comparable with the targets",
     "json_out": "Also write the JSON object to this file",
     "strict": "Exit 1 when any figure misses its target",

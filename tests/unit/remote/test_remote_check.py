@@ -59,7 +59,8 @@ def test_one_probe_command_runs_every_check_and_its_output_parses():
     command = probe_command("docker", "img", "/var/log/cvs", "test -e /dev/kfd")
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
     probes = parse_probe(done.stdout)
-    assert list(probes) == ["docker", "image", "gpus", "disk"]
+    assert list(probes)[:4] == ["docker", "image", "gpus", "disk"]
+    assert all(name.startswith("fp_") for name in list(probes)[4:])  # the node fingerprint rides along
     assert parse_df_available_kib(probes["disk"][1]) is not None
     assert parse_probe(probe_output(gpus=(1, "a\nb"), disk=(0, DF))) == {"gpus": (1, "a\nb"), "disk": (0, DF.rstrip("\n"))}
 
@@ -75,9 +76,9 @@ def test_check_nodes_reports_each_check_with_a_reason():
                          min_free_gib=2000)
     table = {c.host: [(i.name, i.ok) for i in c.items] for c in checks}
     assert table == {
-        "n0": [("ssh", True), ("docker", True), ("image", True), ("gpus", True), ("disk", False)],
-        "n1": [("ssh", True), ("docker", True), ("image", False), ("gpus", False), ("disk", False)],
-        "n2": [("ssh", False), ("docker", None), ("image", None), ("gpus", None), ("disk", None)],
+        "n0": [("ssh", True), ("docker", True), ("image", True), ("gpus", True), ("disk", False), ("versions", None)],
+        "n1": [("ssh", True), ("docker", True), ("image", False), ("gpus", False), ("disk", False), ("versions", None)],
+        "n2": [("ssh", False), ("docker", None), ("image", None), ("gpus", None), ("disk", None), ("versions", None)],
     }
     assert checks[0].items[1].detail == "server 27.1"
     assert checks[0].items[4].detail == "1259.5 GiB free in /var/log/cvs, need 2000"
@@ -107,14 +108,14 @@ def test_host_runtime_skips_docker_and_image_on_a_real_shell():
 def test_table_lists_marks_and_the_reasons_below():
     checks = [NodeCheck("10.0.0.1", 0, (CheckItem("ssh", True, "ok"), CheckItem("docker", True, "27"),
                                         CheckItem("image", True, "img"), CheckItem("gpus", True, "x"),
-                                        CheckItem("disk", True, "9 GiB"))),
+                                        CheckItem("disk", True, "9 GiB"), CheckItem("versions", True, "kernel 6.8"))),
               NodeCheck("n2", 1, (CheckItem("ssh", False, "connection refused"),
                                   *(CheckItem(n, None, "skipped: no SSH")
-                                    for n in ("docker", "image", "gpus", "disk"))))]
+                                    for n in ("docker", "image", "gpus", "disk", "versions"))))]
     assert format_check_table(checks) == "\n".join([
-        "node      ssh   docker  image  gpus  disk  result",
-        "10.0.0.1  ok    ok      ok     ok    ok    PASS",
-        "n2        FAIL  -       -      -     -     FAIL",
+        "node      ssh   docker  image  gpus  disk  versions  result",
+        "10.0.0.1  ok    ok      ok     ok    ok    ok        PASS",
+        "n2        FAIL  -       -      -     -     -         FAIL",
         "",
         "details:",
         "  n2: ssh: connection refused",
@@ -122,6 +123,7 @@ def test_table_lists_marks_and_the_reasons_below():
         "  n2: image: skipped: no SSH",
         "  n2: gpus: skipped: no SSH",
         "  n2: disk: skipped: no SSH",
+        "  n2: versions: skipped: no SSH",
     ])
 
 
@@ -139,7 +141,7 @@ def test_check_task_prints_the_table_and_exits_3_naming_the_failed_node(tmp_path
     assert "cluster check failed on" in exc.value.message and "ghost (ssh, gpus" not in exc.value.message
     assert "ghost (ssh)" in exc.value.message
     assert "ghost: ssh: connection refused (port 22)" in out
-    assert out.splitlines()[0].split() == ["node", "ssh", "docker", "image", "gpus", "disk", "result"]
+    assert out.splitlines()[0].split() == ["node", "ssh", "docker", "image", "gpus", "disk", "versions", "result"]
 
 
 def test_cluster_namespace_tasks_have_help_for_every_flag():

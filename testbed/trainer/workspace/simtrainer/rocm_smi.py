@@ -1,4 +1,4 @@
-"""`rocm-smi` stand-in: `--showpids` lists the live simulated-trainer processes."""
+"""`rocm-smi` stand-in: `--showpids` lists the live simulated-trainer processes; `--showdriverversion`."""
 from __future__ import annotations
 
 import os
@@ -43,7 +43,16 @@ def main(argv: list[str]) -> int:
     if "--showpids" in argv:
         print("\n".join(showpids(trainer_pids())))
         return 0
+    if "--showdriverversion" in argv:
+        from .node_facts import versions
+
+        print("\n".join(["", "============================ ROCm System Management Interface ============================",
+                         "====================================== Version of System Component ======================================",
+                         f"Driver version: {versions()['driver']}",
+                         "==========================================================================================",
+                         "================================== End of ROCm SMI Log ===================================", ""]))
+        return 0
     print("\n".join(["", "============================ ROCm System Management Interface ============================",
-                     "WARNING: simulated rocm-smi (cvs-testbed) answers only --showpids",
+                     "WARNING: simulated rocm-smi (cvs-testbed) answers only --showpids and --showdriverversion",
                      "================================== End of ROCm SMI Log ===================================", ""]))
     return 0

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .faults import FaultPlan, parse_faults
+from .node_facts import node_fault
 from .models import ModelSpec
 
 
@@ -70,6 +71,20 @@ def env_int(env: dict, name: str, default: int) -> int:
         raise SystemExit(f"{name}={env.get(name)!r} is not an integer")
 
 
+def node_fault_entries(text: str, rank: int) -> str:
+    """This node's own faults (``slow=1.5``, ``crash@3``) as SIM_FAULT entries aimed at its rank."""
+    out = []
+    for item in (i.strip() for i in text.replace("\n", ",").split(",")):
+        if item.startswith("slow="):
+            out.append(f"slow_node={rank}:{item[len('slow='):]}")
+        elif "@" in item:
+            name, _, step = item.partition("@")
+            out.append(f"{name}@{step.split(':')[0]}:{rank}")
+        elif item:
+            out.append(item)  # parse_faults names what is wrong with it
+    return ",".join(out)
+
+
 def apply_common_env(spec: JobSpec, env: dict | None = None) -> JobSpec:
     """Distributed and `SIM_*` settings shared by both frontends."""
     env = dict(os.environ if env is None else env)
@@ -84,7 +99,8 @@ def apply_common_env(spec: JobSpec, env: dict | None = None) -> JobSpec:
     spec.nccl_timeout_s = env_float(env, "SIM_NCCL_TIMEOUT_S", spec.nccl_timeout_s)
     spec.rdzv_timeout_s = env_float(env, "SIM_RDZV_TIMEOUT_S", spec.rdzv_timeout_s)
     spec.hang_s = env_float(env, "SIM_HANG_S", spec.hang_s)
-    spec.faults = parse_faults(env.get("SIM_FAULT"))
+    spec.faults = parse_faults(",".join(filter(None, [env.get("SIM_FAULT"),
+                                                      node_fault_entries(node_fault(env), spec.node_rank)])))
     only = (env.get("SIM_FAULT_PRECISION") or "").strip().upper()
     if only and only != spec.precision.upper():
         spec.faults = parse_faults(None)  # SIM_FAULT_PRECISION: fault only the combo with this precision

@@ -1,0 +1,112 @@
+"""What `invoke history`, `invoke history.rebuild` and `invoke compare` do, behind thin tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.history.compare import compare
+from cvs_tasks.history.db import HistoryUnavailable, history_path, open_db
+from cvs_tasks.history.entry import RunEntry, entry_from_run
+from cvs_tasks.history.queries import RunFilter, find_run_id, load_entry, recent_runs
+from cvs_tasks.history.store import rebuild
+from cvs_tasks.history.tables import comparison_tables, runs_table
+from cvs_tasks.run.rundir import RunDir
+
+
+def _open(reports_root: Path, history: str | None):
+    path = history_path(reports_root, history)
+    try:
+        return open_db(path, create=False)
+    except HistoryUnavailable as exc:
+        raise InfraError(str(exc)) from None
+
+
+VERDICTS = ("PASS", "FAIL", "RECORD", "SKIPPED")
+
+
+def show_history(reports_root: Path, history: str | None, filt: RunFilter, *, as_json: bool,
+                 console: Console | None = None) -> list[dict]:
+    if filt.verdict and filt.verdict.upper() not in VERDICTS:
+        raise BadInput(f"--verdict {filt.verdict!r}: use one of {', '.join(VERDICTS)}")
+    conn = _open(reports_root, history)
+    try:
+        rows = recent_runs(conn, filt)
+    finally:
+        conn.close()
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        (console or Console()).print(runs_table(rows))
+    return rows
+
+
+def resolve_entry(reports_root: Path, history: str | None, text: str) -> RunEntry:
+    """A run from the history (id or unique prefix), else read from its run directory."""
+    try:
+        conn = open_db(history_path(reports_root, history), create=False)
+    except HistoryUnavailable:
+        conn = None
+    if conn is not None:
+        try:
+            run_id = find_run_id(conn, text)
+            entry = load_entry(conn, run_id) if run_id else None
+        finally:
+            conn.close()
+        if entry is not None:
+            return entry
+    try:
+        return entry_from_run(RunDir.resolve(reports_root, text))
+    except BadInput:
+        raise BadInput(f"run {text!r} is neither in the history ({history_path(reports_root, history)}) "
+                       f"nor a run directory under {reports_root}; see `invoke history`") from None
+
+
+def show_compare(reports_root: Path, history: str | None, run_a: str, run_b: str, *, as_json: bool,
+                 console: Console | None = None) -> dict:
+    cmp = compare(resolve_entry(reports_root, history, run_a), resolve_entry(reports_root, history, run_b))
+    data = cmp.to_dict()
+    if as_json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        console = console or Console()
+        for table in comparison_tables(cmp):
+            console.print(table)
+    return data
+
+
+def rebuild_history(reports_root: Path, history: str | None) -> tuple[int, list[str], Path]:
+    path = history_path(reports_root, history)
+    count, problems = rebuild(reports_root, path)
+    return count, problems, path
+
+
+def calibrate_thresholds(reports_root: Path, history: str | None, *, config: str, cluster: str, output: str,
+                         runs: int, margin_pct: float, min_runs: int) -> tuple[Path, dict]:
+    """Write a threshold file from the last ``runs`` passing runs of ``config`` on ``cluster``."""
+    from cvs_tasks.config import load_cluster
+    from cvs_tasks.history.calibrate import calibrated_file
+    from cvs_tasks.history.entry import cluster_key
+    from cvs_tasks.history.queries import passing_runs
+    from cvs_tasks.run.rundir import write_json_atomic
+
+    spec = load_cluster(Path(cluster))
+    key = cluster_key([h.address for h in spec.hosts])
+    config_file = str(Path(config).resolve())
+    conn = _open(reports_root, history)
+    try:
+        found = passing_runs(conn, config_file=config_file, cluster=key, limit=runs)
+    finally:
+        conn.close()
+    if len(found) < min_runs:
+        raise BadInput(f"only {len(found)} passing run(s) of {config_file} on {key} in the history "
+                       f"({history_path(reports_root, history)}); calibration needs {min_runs}. Run the suite "
+                       "(with enforce_thresholds false until then) and try again.")
+    data = calibrated_file(found, margin_pct=margin_pct, min_runs=min_runs,
+                           source={"config_file": config_file, "cluster": key})
+    out = Path(output)
+    write_json_atomic(out, data)
+    return out, data

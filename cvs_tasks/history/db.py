@@ -1,0 +1,148 @@
+"""Opening the history database: WAL, a busy timeout, and the schema brought up to date.
+
+The schema version lives in SQLite's ``user_version``; each migration is one row of
+``MIGRATIONS`` and runs once, inside a transaction, so an old database is upgraded in place and a
+newer one than this code knows is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+DEFAULT_DB_NAME = "history.sqlite"
+BUSY_TIMEOUT_MS = 10_000
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: runs, per-combo metrics, per-node fingerprints
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        started REAL NOT NULL,
+        finished REAL,
+        cluster TEXT NOT NULL,
+        hosts TEXT NOT NULL,
+        config_hash TEXT NOT NULL,
+        config_file TEXT,
+        suite TEXT,
+        backend TEXT,
+        gpu_name TEXT,
+        model_name TEXT,
+        image TEXT,
+        image_digest TEXT,
+        verdict TEXT NOT NULL,
+        verdict_reason TEXT,
+        provenance TEXT,
+        run_dir TEXT
+    );
+    CREATE INDEX runs_by_config ON runs(config_hash, cluster, started);
+    CREATE INDEX runs_by_time ON runs(started);
+    CREATE TABLE combos (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        combo TEXT NOT NULL,
+        training TEXT,
+        verdict TEXT,
+        args_hash TEXT,
+        provenance TEXT,
+        PRIMARY KEY (run_id, combo)
+    );
+    CREATE TABLE metrics (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        combo TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value REAL,
+        unit TEXT,
+        expected TEXT,
+        status TEXT,
+        PRIMARY KEY (run_id, combo, name)
+    );
+    CREATE INDEX metrics_by_name ON metrics(combo, name);
+    CREATE TABLE nodes (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        host TEXT NOT NULL,
+        rank INTEGER,
+        status TEXT,
+        facts TEXT NOT NULL,
+        PRIMARY KEY (run_id, host)
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class HistoryUnavailable(Exception):
+    """The database cannot be opened, read or written (corrupt, locked, newer schema, no disk)."""
+
+
+def history_path(reports_root: Path, configured: str | None = None) -> Path:
+    """``--history``/``$CVS_HISTORY_DB``/the config's ``history.path``, else ``<reports>/history.sqlite``."""
+    chosen = configured or os.environ.get("CVS_HISTORY_DB")
+    return Path(chosen).expanduser() if chosen else Path(reports_root) / DEFAULT_DB_NAME
+
+
+def open_db(path: Path, *, create: bool = True) -> sqlite3.Connection:
+    """A connection with WAL and a busy timeout, schema migrated; HistoryUnavailable otherwise."""
+    path = Path(path)
+    if not create and not path.is_file():
+        raise HistoryUnavailable(f"no history database at {path} (runs are recorded as they finish; "
+                                 "`invoke history.rebuild` imports existing run directories)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise HistoryUnavailable(f"cannot open history database {path}: {exc}") from None
+    try:
+        _set_up(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise HistoryUnavailable(f"history database {path} is unusable ({exc}); move it aside and run "
+                                 "`invoke history.rebuild` to re-import the run directories") from None
+    except HistoryUnavailable:
+        conn.close()
+        raise
+    return conn
+
+
+def _set_up(conn: sqlite3.Connection, path: Path) -> None:
+    """WAL, foreign keys, schema. Switching a fresh file to WAL can report "locked" at once while
+    another process creates the same file (SQLite skips the busy handler there): retry that, bounded
+    by the busy timeout."""
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn, path)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply every migration past the database's ``user_version``, each in its own transaction."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise HistoryUnavailable(f"history database {path} has schema version {version}, newer than this "
+                                 f"cvs-tasks understands ({SCHEMA_VERSION}); upgrade cvs-tasks or use another --history")
+    for number in range(version, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != number:  # another process migrated
+                conn.execute("ROLLBACK")
+                continue
+            for statement in MIGRATIONS[number].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -1,0 +1,75 @@
+"""A threshold cell judged with the history: the ``baseline`` rows next to the plain ones.
+
+``evaluate`` (metrics.verdict) judges every fixed spec; this module takes the ``baseline`` specs out
+of the cell first, judges them against the last PASS runs of the same config on the same cluster
+and puts their rows in place of the "no threshold defined" rows ``evaluate`` would have written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from cvs_tasks.history.baseline import BaselineSettings, judge
+from cvs_tasks.history.db import HistoryUnavailable, open_db
+from cvs_tasks.history.queries import metric_series
+from cvs_tasks.run.records import MetricRow
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """Where this run sits in the history: which database, which config on which cluster."""
+
+    db_path: Path
+    config_hash: str
+    cluster: str
+    run_id: str
+    started: float
+
+
+def split_cell(cell: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the fixed specs, the baseline specs). A cell of baseline specs only leaves ``{}`` fixed."""
+    if not cell:
+        return (dict(cell) if cell is not None else None), {}
+    fixed = {n: s for n, s in cell.items() if getattr(s, "kind", None) != "baseline"}
+    return fixed, {n: s for n, s in cell.items() if getattr(s, "kind", None) == "baseline"}
+
+
+def baseline_rows(ctx: GateContext, combo: str, actuals: Mapping[str, Any], specs: Mapping[str, Any],
+                  enforce: bool, warn: Callable[[str], None], unit_for: Callable[[str], str]) -> list[MetricRow]:
+    if not specs:
+        return []
+    try:
+        conn = open_db(ctx.db_path)
+    except HistoryUnavailable as exc:
+        warn(f"warning: baseline gates recorded only: {exc}")
+        return [MetricRow(n, _number(actuals.get(n)), unit_for(n), "baseline", "RECORD",
+                          f"history unavailable, not gated: {exc}") for n in specs]
+    rows = []
+    try:
+        for name, spec in specs.items():
+            settings = BaselineSettings.of(spec)
+            past = metric_series(conn, ctx.config_hash, ctx.cluster, combo, name, limit=settings.runs,
+                                 verdict="PASS", before=ctx.started, exclude_run=ctx.run_id)
+            v = judge(name, _number(actuals.get(name)), [(r, val) for r, _, val, _ in past], settings)
+            status = v.status if enforce or v.status == "RECORD" else "RECORD"
+            reason = v.reason if enforce else f"record only: enforce_thresholds is false ({v.reason})"
+            rows.append(MetricRow(name, _number(actuals.get(name)), unit_for(name), v.expected, status, reason))
+    finally:
+        conn.close()
+    return rows
+
+
+def merge_rows(rows: list[MetricRow], extra: list[MetricRow]) -> list[MetricRow]:
+    """``rows`` without the RECORD rows of metrics ``extra`` judges, then ``extra``."""
+    names = {r.name for r in extra}
+    return [r for r in rows if r.name not in names] + extra
+
+
+def _number(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None

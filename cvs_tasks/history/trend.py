@@ -1,0 +1,43 @@
+"""The last runs' values of each gated metric of a run, for the report's trend sparklines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from cvs_tasks.history.db import HistoryUnavailable, open_db
+from cvs_tasks.history.entry import cluster_key, config_hash
+from cvs_tasks.history.queries import metric_series
+
+TREND_RUNS = 20
+GATED = frozenset({"PASS", "FAIL"})
+
+Trends = dict[str, dict[str, list[tuple[str, float, str]]]]  # combo -> metric -> (run id, value, verdict)
+
+
+def run_trends(db_path: Path, manifest: Mapping[str, Any], results: Mapping[str, Any], *,
+               runs: int = TREND_RUNS) -> Trends:
+    """Per combo and gated metric of ``results``: the last ``runs`` values of this config on this
+    cluster up to this run, oldest first. {} when there is no history to read."""
+    try:
+        conn = open_db(Path(db_path), create=False)
+    except HistoryUnavailable:
+        return {}
+    cfg, cluster = config_hash(manifest.get("effective_config")), cluster_key(manifest.get("hosts") or [])
+    until = float(manifest.get("created") or 0.0) + 1e-3
+    out: Trends = {}
+    try:
+        for test in results.get("tests", []):
+            if test.get("stage") != "metric" or not test.get("combo"):
+                continue
+            for metric in test.get("metrics", []):
+                if metric.get("status") not in GATED:
+                    continue
+                series = metric_series(conn, cfg, cluster, test["combo"], metric["name"], limit=runs, before=until)
+                if series:
+                    out.setdefault(test["combo"], {})[metric["name"]] = [(r, v, verdict) for r, _, v, verdict in series]
+    except Exception:  # a trend is decoration: a broken history must not stop a report
+        return {}
+    finally:
+        conn.close()
+    return out

@@ -1,0 +1,163 @@
+"""Find the bad node: the smoke cell on every node on its own, in parallel, then the outliers.
+
+Each node gets a one-node view of the run: its own plan with ``NNODES=1`` and ``MASTER_ADDR`` its
+own address (for docker the container is relaunched with them, since a container's env is fixed
+at creation), a job label of its own so scripts and logs never collide on shared storage, and its
+records under ``<run>/diagnose/<host>/``. Afterwards the run's containers are one-node ones:
+``run_all`` only tears them down; ``invoke diagnose`` on a live run relaunches the run's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from cvs_tasks.errors import CvsError
+from cvs_tasks.history.outliers import NodeSmoke, find_outliers
+from cvs_tasks.lifecycle.jobrun import run_job
+from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
+from cvs_tasks.lifecycle.runner import Interrupted
+from cvs_tasks.lifecycle.session import Session, _owner
+from cvs_tasks.run import NodeOutcome, RunDir, StageRecord, combo_dir
+
+STAGE = "diagnose"
+SPEED_GATES = frozenset({"training.throughput_per_gpu", "training.tokens_per_gpu", "training.tflops_recomputed",
+                         "training.elapsed_time_per_iteration", "training.scaling_efficiency_pct"})
+
+
+def wanted_after_training(session: Session) -> bool:
+    """``diagnose.auto`` and a distributed combo failed or missed a throughput/scaling gate."""
+    if not session.config.diagnose.auto or not session.plan.distributed:
+        return False
+    for combo in session.plan.combo_ids:
+        training = session.run.read_record("training", combo)
+        if training is not None and training.status in ("FAIL", "ERROR"):
+            return True
+        metric = session.run.read_record("metric", combo)
+        if metric is not None and any(r.status == "FAIL" and r.name in SPEED_GATES for r in metric.metrics):
+            return True
+    return False
+
+
+def diagnose(session: Session) -> StageRecord:
+    """Run, judge and record the per-node smoke (also when earlier stages failed: that is its use)."""
+    started = time.time()
+    try:
+        record = _diagnose(session)
+    except Interrupted:
+        raise
+    except CvsError as exc:
+        record = StageRecord(STAGE, "ERROR", reason=session.redactor(str(exc)))
+    record.started, record.ended = started, time.time()
+    if not session.dry_run:
+        session.run.write_record(record)
+    return record
+
+
+def _diagnose(session: Session) -> StageRecord:
+    hosts = list(session.plan.hosts)
+    container = session.config.container
+    if container.runtime.name == "docker" and container.lifetime != "per_run":
+        return StageRecord(STAGE, "SKIPPED", reason=f"diagnose relaunches each node's container as a one-node "
+                           f"container; container.lifetime {container.lifetime!r} keeps the run's own (use per_run)")
+    session.say(f"diagnose: the smoke cell on each of {len(hosts)} node(s) on its own")
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix="diagnose") as pool:
+        smokes = list(pool.map(lambda i: _node_smoke(session, i), range(len(hosts))))
+    found = find_outliers(smokes, session.config.diagnose.tolerance_pct)
+    bad = {o["host"]: o["reason"] for o in found.outliers}
+    nodes = [NodeOutcome(s.host, i, "FAIL" if s.host in bad else "PASS", bad.get(s.host, s.reason))
+             for i, s in enumerate(smokes)]
+    record = StageRecord(STAGE, "FAIL" if bad else "PASS", reason=found.summary, nodes=nodes, data=found.to_data())
+    for host, why in bad.items():
+        session.say(f"diagnose: bad node {host}: {why}", "warning")
+    return record
+
+
+def node_session(session: Session, index: int) -> Session:
+    """A one-node view of ``session`` for node ``index`` (same connections, same container)."""
+    from cvs_tasks.remote import runtime_for
+
+    host = session.plan.hosts[index]
+    env = {**session.plan.env, "NNODES": "1", "MASTER_ADDR": host.address}
+    plan = dataclasses.replace(session.plan, mode="single", hosts=(host,), env=env)
+    folder = session.run.path / STAGE / combo_dir(host.address) / session.run.run_id  # same run id: same node folder
+    run = RunDir(folder)
+    run.stages_dir.mkdir(parents=True, exist_ok=True)
+    for stage in ("launch_container", "download_tokenizer"):  # the token and tokenizer the run placed
+        rec = session.run.read_record(stage)
+        if rec is not None:
+            run.write_record(rec)
+    hosts = session.hosts().subset([index])
+    container = session.config.container
+    container = container.model_copy(update={"env": {**container.env, "MASTER_ADDR": host.address}})
+    runtime = runtime_for(hosts, container, run_id=session.run.run_id, owner=_owner(), nnodes=1)
+    return Session(plan=plan, run=run, dry_run=session.dry_run, force=True, listener=session.listener,
+                   redactor=session.redactor, stop=session.stop, _hosts=hosts, _runtime=runtime)
+
+
+def _node_smoke(session: Session, index: int) -> NodeSmoke:
+    address = session.plan.hosts[index].address
+    try:
+        one = node_session(session, index)
+        if one.config.container.runtime.name == "docker":  # the container's env holds NNODES/MASTER_ADDR:
+            [started] = one.runtime().launch()            # relaunch it as a one-node container
+            if not started.ok:
+                return NodeSmoke(address, "ERROR", None, None, session.redactor(started.error or "launch failed"))
+        mbs, gbs, precision, iters = smoke_cell(one)
+        job = job_spec(one, label=f"{STAGE}_{combo_dir(address)}", combo=one.plan.combos[0], mbs=mbs, gbs=gbs,
+                       precision=precision, iterations=iters)
+        result = run_job(one, job, stage=STAGE, combo=address)
+    except Interrupted:
+        raise
+    except Exception as exc:  # one node's trouble is that node's verdict, not the whole diagnosis
+        return NodeSmoke(address, "ERROR", None, None, session.redactor(str(exc)))
+    if not result.ok:
+        return NodeSmoke(address, "FAIL", None, None, session.redactor(result.reason))
+    parser = result.reporting_parser()
+    metrics = parser.metrics() if parser is not None else {}
+    return NodeSmoke(address, "PASS", _num(metrics.get("training.elapsed_time_per_iteration")),
+                     _num(metrics.get("training.tokens_per_gpu")), f"{parser.last_step if parser else '?'} iterations")
+
+
+def _num(value) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None
+
+
+def run_diagnose(session: Session) -> int:
+    """`invoke diagnose`: bring the containers up if needed, diagnose, tear down what this command
+    launched, record and render. Returns the exit status (0 no outlier, 1 outliers, 3 infra, 130)."""
+    from cvs_tasks.lifecycle.flow import EXIT_INTERRUPTED, container_ready, finish_run, interrupt_guard, run_stage
+    from cvs_tasks.lifecycle.runner import exit_status
+
+    launched = not container_ready(session)
+    if not session.run.records() and not session.dry_run:  # a run of its own: judged on the diagnosis alone
+        manifest = session.run.manifest()
+        manifest["scope"] = "diagnose"
+        session.run.write_manifest(manifest)
+    interrupted = False
+    records: list[StageRecord] = []
+    with interrupt_guard(session):
+        try:
+            if launched:
+                records += run_stage(session, "launch_container")
+                records += run_stage(session, "download_tokenizer")
+            if all(r.status in ("PASS", "SKIPPED") for r in records):
+                records.append(diagnose(session))
+        except Interrupted:
+            interrupted = True
+        finally:
+            try:
+                if launched:
+                    records += run_stage(session, "teardown", force=True)
+                elif session.config.container.runtime.name == "docker":  # give the run its containers back
+                    records += run_stage(session, "launch_container", force=True)
+            except Interrupted:
+                interrupted = True
+            finish_run(session, interrupted=interrupted)
+    return EXIT_INTERRUPTED if interrupted else exit_status(records)

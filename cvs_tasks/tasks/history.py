@@ -1,0 +1,56 @@
+"""`invoke history` (recent runs), `invoke history.rebuild` (re-import run directories)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from invoke import Collection, task
+
+from cvs_tasks.tasks._common import user_errors
+
+DEFAULT_REPORTS = "reports"
+COMMON = {
+    "reports_dir": "Folder holding run directories (default: reports, or $CVS_REPORTS_DIR)",
+    "history": "History database (default: <reports>/history.sqlite, or $CVS_HISTORY_DB)",
+}
+
+
+def reports_root(reports_dir: str | None) -> Path:
+    return Path(reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
+
+
+@task(default=True, auto_shortflags=False, help={
+    **COMMON,
+    "config": "Only runs of this config (a config file path or name part, or a config hash prefix)",
+    "cluster": "Only runs on this cluster (a host address, or the sorted hosts joined by commas)",
+    "combo": "Only runs with this sweep cell (with --verdict: that cell's metric verdict)",
+    "verdict": "PASS or FAIL",
+    "limit": "How many runs (default 20)",
+    "json": "Print JSON instead of a table",
+})
+def show(c, config=None, cluster=None, combo=None, verdict=None, limit=20, json=False, reports_dir=None,
+         history=None):
+    """Recent runs, newest first: verdict, suite, nodes, config, and each combo's verdict."""
+    from cvs_tasks.history.commands import show_history
+    from cvs_tasks.history.queries import RunFilter
+
+    with user_errors():
+        show_history(reports_root(reports_dir), history,
+                     RunFilter(config=config, cluster=cluster, combo=combo, verdict=verdict, limit=int(limit)),
+                     as_json=bool(json))
+
+
+@task(help=COMMON, auto_shortflags=False)
+def rebuild(c, reports_dir=None, history=None):
+    """Re-import every run directory into the history (after a corrupt or lost database)."""
+    from cvs_tasks.history.commands import rebuild_history
+
+    with user_errors():
+        count, problems, path = rebuild_history(reports_root(reports_dir), history)
+        for p in problems:
+            print(f"warning: {p}")
+        print(f"{count} run(s) recorded in {path}")
+
+
+ns = Collection("history", show, rebuild)
