@@ -121,6 +121,8 @@ def _scheduler_problems(spec: SchedulerSpec, hosts: list[HostSpec]) -> list[Prob
         problems.append(("scheduler.nodes", f"{spec.nodes} does not match the {len(hosts)} host(s) in node_dict"))
     if any(h.local for h in hosts):
         problems.append(("node_dict", "local hosts cannot be combined with a scheduler"))
+    if not hosts and spec.nodes is None:
+        problems.append(("scheduler.nodes", "required: how many nodes to run on (or list them in node_dict)"))
     return problems
 
 

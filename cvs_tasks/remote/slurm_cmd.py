@@ -97,8 +97,23 @@ def show_nodes_command(names: Iterable[str] | None = None) -> list[str]:
     return cmd
 
 
+def my_jobs_command(user: str) -> list[str]:
+    """This user's jobs as ``id|name|state`` lines."""
+    return ["squeue", "-h", f"--user={user}", "-o", "%i|%j|%T"]
+
+
+def parse_my_jobs(text: str, name_prefix: str) -> list[tuple[str, str, str]]:
+    """(id, name, state) of the jobs whose name starts with ``name_prefix``."""
+    rows = [line.strip().split("|", 2) for line in text.splitlines() if line.count("|") >= 2]
+    return [(i, n, st) for i, n, st in rows if n.startswith(name_prefix)]
+
+
 def cancel_command(job_id: str) -> list[str]:
     return ["scancel", job_id]
+
+
+def drain_argv(node: str, reason: str) -> list[str]:
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]
 
 
 def drain_command(node: str, reason: str) -> str:
