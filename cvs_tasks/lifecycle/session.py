@@ -94,15 +94,15 @@ class Session:
 
     def runtime(self):
         if self._runtime is None:
-            from cvs_tasks.remote import runtime_for
+            from cvs_tasks.remote import container_spec, runtime_for
+            from cvs_tasks.remote.docker_cmd import with_env
 
-            self._runtime = runtime_for(
-                self.hosts(),
-                self.plan.suite.config.container,
-                run_id=self.run.run_id,
-                owner=_owner(),
-                nnodes=self.plan.nnodes,
-            )
+            hosts = self.hosts()  # first: on Slurm this binds the plan to the allocated nodes
+            spec = container_spec(self.plan.suite.config.container)
+            if self.scheduled:  # the allocation decided MASTER_ADDR, not the config
+                spec = with_env(spec, {"MASTER_ADDR": self.plan.env["MASTER_ADDR"]})
+            self._runtime = runtime_for(hosts, spec, run_id=self.run.run_id, owner=_owner(),
+                                        nnodes=self.plan.nnodes)
         return self._runtime
 
     def close(self) -> None:

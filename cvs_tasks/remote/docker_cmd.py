@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from cvs_tasks.errors import BadInput
@@ -121,6 +121,13 @@ def container_spec(container: Any) -> ContainerSpec:
     )
     _validate(spec)
     return spec
+
+
+def with_env(spec: ContainerSpec, overrides: Mapping[str, str]) -> ContainerSpec:
+    """The spec with ``overrides`` replacing (or added to) its env, order kept."""
+    env = dict(spec.env)
+    env.update(overrides)
+    return replace(spec, env=tuple(env.items()))
 
 
 def _validate(spec: ContainerSpec) -> None:

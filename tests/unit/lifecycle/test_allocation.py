@@ -56,3 +56,26 @@ def test_scheduler_container_and_suite_runtime_must_agree():
     with pytest.raises(BadInput, match="scheduler.container is 'none' but site/x_distributed.json runs "
                                        "container.runtime.name 'docker'"):
         check_scheduled_runtime(suite("docker"), cluster("none"))
+
+
+def test_the_allocation_decides_the_hosts_and_master_addr():
+    from cvs_tasks.config import HostSpec
+    from cvs_tasks.plan import RunPlan, with_hosts
+
+    plan = RunPlan(suite=None, cluster=None, mode="distributed",
+                   hosts=(HostSpec("slurm-node0", "slurm-node0"), HostSpec("slurm-node1", "slurm-node1")),
+                   env={"MASTER_ADDR": "10.9.9.9", "NNODES": "2", "NCCL_DEBUG": "WARN"})
+    bound = with_hosts(plan, [HostSpec("gpu07", "10.1.0.7"), HostSpec("gpu09", "10.1.0.9")])
+    assert [h.name for h in bound.hosts] == ["gpu07", "gpu09"]
+    assert bound.env == {"MASTER_ADDR": "10.1.0.7", "NNODES": "2", "NCCL_DEBUG": "WARN"}
+    with pytest.raises(BadInput, match="the allocation has 1 node"):
+        with_hosts(plan, [HostSpec("gpu07", "10.1.0.7")])
+
+
+def test_the_containers_env_takes_the_allocations_master_addr():
+    from cvs_tasks.remote.docker_cmd import container_spec, with_env
+
+    spec = container_spec({"name": "c", "image": "i", "env": {"MASTER_ADDR": "10.9.9.9", "NCCL_DEBUG": "WARN"}})
+    assert with_env(spec, {"MASTER_ADDR": "10.1.0.7"}).env == (("MASTER_ADDR", "10.1.0.7"), ("NCCL_DEBUG", "WARN"))
+    assert with_env(container_spec({"name": "c", "image": "i"}), {"MASTER_ADDR": "10.1.0.7"}).env == (
+        ("MASTER_ADDR", "10.1.0.7"),)
