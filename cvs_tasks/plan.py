@@ -113,7 +113,9 @@ def choose_suite(explicit: str | None, config_name: str, host_count: int) -> Sui
 
 
 # scheduler.container -> the suite's container.runtime.name it goes with
-SCHEDULED_RUNTIME = {"docker": "docker", "none": "host"}
+SCHEDULED_RUNTIME = {"docker": "docker", "none": "host", "pyxis": "pyxis"}
+# runtimes whose job processes share the node's process table (no pid namespace of their own)
+HOST_PID_RUNTIMES = ("host", "pyxis")
 
 
 def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:
@@ -129,11 +131,11 @@ def check_scheduled_runtime(suite: Suite, cluster: Cluster) -> None:
     """A Slurm cluster's ``scheduler.container`` and the suite's runtime must say the same thing."""
     spec = cluster.scheduler
     if spec is None:
+        if suite.config.container.runtime.name == "pyxis":
+            raise BadInput(f"{suite.config_path}: container.runtime.name 'pyxis' needs a Slurm cluster file "
+                           "(scheduler.container pyxis); over SSH use docker or host")
         return
-    wanted = SCHEDULED_RUNTIME.get(spec.container)
-    if wanted is None:
-        raise BadInput(f"{cluster.path}: scheduler.container {spec.container!r} is not supported yet "
-                       "(use docker, or none with container.runtime.name host)")
+    wanted = SCHEDULED_RUNTIME[spec.container]
     actual = suite.config.container.runtime.name
     if actual != wanted:
         raise BadInput(f"{cluster.path}: scheduler.container is {spec.container!r} but "

@@ -18,6 +18,7 @@ from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
 from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
 from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.metrics import LogParser
@@ -119,8 +120,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
 def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) -> SlurmStep | None:
     """Start every node's job: one srun step with a task per node on a Slurm allocation, else
     the detached launch on each node."""
-    hosts = session.hosts()
     runtime = session.runtime()
+    hosts = runtime.hosts  # on Slurm with pyxis: steps inside the run's container
     if isinstance(hosts, SlurmHosts):
         output = session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log"
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -213,10 +214,10 @@ def _stop(session: Session, launch: LaunchPlan) -> None:
 def _free_gpus(session: Session, result: JobResult) -> None:
     """Kill GPU processes left behind so the next combo does not start on top of them.
 
-    Only inside our own container: with the ``host`` runtime every GPU process of the node is
-    listed, other users' included, so there the job's own process group (stopped above) is all
-    that is ours to kill."""
-    if session.config.container.runtime.name == "host":
+    Only inside our own docker container: with the ``host`` runtime (and pyxis, whose containers
+    share the node's process table) every GPU process of the node is listed, other users'
+    included, so there the job's own process group (stopped above) is all that is ours to kill."""
+    if session.config.container.runtime.name in HOST_PID_RUNTIMES:
         return
     try:
         command = cleanup.gpu_pids_command(session.config.gpu.pids_command)

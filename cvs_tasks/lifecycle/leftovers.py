@@ -167,7 +167,7 @@ def scan_leftovers(hosts: Hosts, *, runtime: str, run_id: str | None = None, own
         scan = find_leftovers(hosts, owner, run_id=run_id, timeout=timeout)
         report.containers, report.errors = list(scan.found), list(scan.errors)
     if scripts_dir:
-        if runtime == "host":
+        if runtime in ("host", "pyxis"):
             answers = hosts.run(host_jobs_command(scripts_dir, run_id), timeout=timeout)
             for node, r in zip(hosts.nodes, answers):
                 if r.ok:

@@ -8,6 +8,7 @@ from pathlib import Path
 from cvs_tasks.jobs import tokenizer as tok
 from cvs_tasks.lifecycle.allocation import release
 from cvs_tasks.lifecycle.jobspec import job_spec
+from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
 
@@ -122,7 +123,7 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
 
 def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     stopped = []
-    if session.runtime().spec.runtime == "host" and not session.dry_run:  # jobs a killed harness left running
+    if session.runtime().spec.runtime in HOST_PID_RUNTIMES and not session.dry_run:  # jobs a killed harness left running
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)

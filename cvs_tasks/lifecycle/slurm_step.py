@@ -32,7 +32,8 @@ def node_tasks(runtime, launch: LaunchPlan) -> list[str]:
 
 def dry_run_step_line(runtime, launch: LaunchPlan, names: list[str]) -> str:
     """The srun line a real run would start (the allocation's job id is not known yet)."""
-    argv = sc.spread_command("<allocation>", names, dict(zip(names, node_tasks(runtime, launch))))
+    argv = sc.spread_command("<allocation>", names, dict(zip(names, node_tasks(runtime, launch))),
+                             getattr(runtime.hosts, "step_args", ()))
     return "[dry-run] " + " ".join(shlex.quote(a) for a in argv).replace("'--jobid=<allocation>'",
                                                                        "--jobid=<allocation>")
 

@@ -301,4 +301,11 @@ def runtime_for(hosts: Hosts, container_spec: Any, *, run_id: str, owner: str, n
                              timeouts=timeouts, retry=retry)
     if spec.runtime == "host":
         return HostRuntime(hosts, spec)
-    raise BadInput(f"container.runtime.name: {spec.runtime!r} is not supported (use docker or host)")
+    if spec.runtime == "pyxis":
+        if not hasattr(hosts, "with_step_args"):
+            raise BadInput("container.runtime.name 'pyxis' runs only on a Slurm cluster file "
+                           "(scheduler.container pyxis)")
+        from cvs_tasks.remote.pyxis import PyxisRuntime
+
+        return PyxisRuntime(hosts, spec)
+    raise BadInput(f"container.runtime.name: {spec.runtime!r} is not supported (use docker, host or pyxis)")

@@ -134,7 +134,7 @@ def _validate(spec: ContainerSpec) -> None:
     problems = []
     if spec.lifetime not in LIFETIMES:
         problems.append(f"container.lifetime: {spec.lifetime!r} is not one of {', '.join(LIFETIMES)}")
-    if spec.runtime == "docker":
+    if spec.runtime in ("docker", "pyxis"):
         if not spec.name:
             problems.append("container.name: required for the docker runtime")
         if not spec.image:

@@ -128,14 +128,20 @@ class SlurmClient:
 class SlurmHosts(Hosts):
     """The allocation's nodes; each command is an ``srun --overlap`` step on its node."""
 
-    def __init__(self, client: SlurmClient, allocation: Allocation, nodes: Sequence[Node] | None = None):
+    def __init__(self, client: SlurmClient, allocation: Allocation, nodes: Sequence[Node] | None = None,
+                 step_args: Sequence[str] = ()):
         super().__init__(nodes or [Node(n.name, n.address, 0, rank) for rank, n in enumerate(allocation.nodes)])
         self.client = client
         self.allocation = allocation
+        self.step_args = tuple(step_args)  # e.g. pyxis: every step in the run's container
+
+    def with_step_args(self, step_args: Sequence[str]) -> "SlurmHosts":
+        """The same nodes, every step run with these extra srun options."""
+        return SlurmHosts(self.client, self.allocation, self.nodes, step_args)
 
     def _exec_many(self, commands, stdins, timeout):
         def one(i: int) -> RawResult:
-            argv = sc.step_command(self.allocation.job_id, self.nodes[i].name, commands[i])
+            argv = sc.step_command(self.allocation.job_id, self.nodes[i].name, commands[i], self.step_args)
             raw = run_local(_argv_line(argv), stdins[i], timeout, env=self.client.env)
             stderr = raw.stderr.decode("utf-8", "replace")
             failure = sc.step_failure(stderr) if raw.exit_code else None
@@ -149,7 +155,7 @@ class SlurmHosts(Hosts):
             return list(pool.map(one, range(len(self.nodes))))
 
     def subset(self, indices):
-        return SlurmHosts(self.client, self.allocation, [self.nodes[i] for i in indices])
+        return SlurmHosts(self.client, self.allocation, [self.nodes[i] for i in indices], self.step_args)
 
     def spread(self, by_rank: Sequence[str], output: str | os.PathLike) -> subprocess.Popen:
         """Start one step with a task per node running ``by_rank[i]`` on node i; returns srun's process.
@@ -158,7 +164,7 @@ class SlurmHosts(Hosts):
         nobody drains. The caller watches the job through its logs and stops it by signalling
         this process (srun forwards the signal to every task)."""
         names = [n.name for n in self.nodes]
-        argv = sc.spread_command(self.allocation.job_id, names, dict(zip(names, by_rank)))
+        argv = sc.spread_command(self.allocation.job_id, names, dict(zip(names, by_rank)), self.step_args)
         with open(output, "ab") as sink:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                                     env=self.client.env, start_new_session=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 # Node states in which Slurm will not (or should not) run a new job step.
 UNUSABLE_STATES = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "MAINT", "NOT_RESPONDING",
@@ -62,13 +62,55 @@ def parse_salloc(output: str) -> tuple[str | None, str | None]:
     return (seen.group(1) if seen else None), reason
 
 
-def step_command(job_id: str, node: str, command: str) -> list[str]:
-    """One task on one node of the allocation, next to whatever else runs there (``--overlap``)."""
+def step_command(job_id: str, node: str, command: str, extra: Sequence[str] = ()) -> list[str]:
+    """One task on one node of the allocation, next to whatever else runs there (``--overlap``).
+
+    ``extra``: more srun options, e.g. pyxis's ``--container-*`` to run the step in a container."""
     return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-            "--quiet", "--kill-on-bad-exit=0", "bash", "-c", command]
+            "--quiet", "--kill-on-bad-exit=0", *extra, "bash", "-c", command]
 
 
-def spread_command(job_id: str, nodes: list[str], by_node: Mapping[str, str]) -> list[str]:
+def enroot_uri(image: str) -> str:
+    """A docker image name as pyxis/enroot wants it: ``registry#repo:tag`` when a registry is named.
+
+    ``rocm/megatron-lm:v25.9`` stays as it is (Docker Hub); ``registry.example.com:5000/team/img:1``
+    becomes ``registry.example.com:5000#team/img:1``.
+    """
+    first, sep, rest = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return image
+
+
+def pyxis_mounts(volumes: Sequence[str]) -> str:
+    """docker ``-v`` volumes (``src:dst[:opt,opt]``) as one ``--container-mounts`` value (flags joined by ``+``)."""
+    mounts = []
+    for volume in volumes:
+        src, dst, *opts = volume.split(":")
+        if "," in src or "," in dst:
+            raise ValueError(f"volume {volume!r}: pyxis cannot mount a path with a comma")
+        mounts.append(":".join([src, dst, *(o.replace(",", "+") for o in opts)]))
+    return ",".join(mounts)
+
+
+def pyxis_args(name: str, volumes: Sequence[str], *, image: str | None = None,
+               workdir: str | None = None) -> list[str]:
+    """srun options that run a step in the allocation's named pyxis container on each node.
+
+    With ``image`` the container is created from it if it does not exist yet (the launch); without,
+    the existing one is used. Named containers live as long as the allocation."""
+    args = [f"--container-name={name}"]
+    if image:
+        args.append(f"--container-image={enroot_uri(image)}")
+    if volumes:
+        args.append(f"--container-mounts={pyxis_mounts(volumes)}")
+    if workdir:
+        args.append(f"--container-workdir={workdir}")
+    return [*args, "--no-container-mount-home", "--container-remap-root"]
+
+
+def spread_command(job_id: str, nodes: list[str], by_node: Mapping[str, str],
+                   extra: Sequence[str] = ()) -> list[str]:
     """One task per node in a single step; each task runs the command for its own node name.
 
     The dispatch is on ``SLURMD_NODENAME`` rather than ``SLURM_NODEID``: the node id follows
@@ -78,7 +120,7 @@ def spread_command(job_id: str, nodes: list[str], by_node: Mapping[str, str]) ->
     script = (f'case "$SLURMD_NODENAME" in {cases}'
               '*) echo "cvs-tasks: no command for node $SLURMD_NODENAME" >&2; exit 97 ;; esac')
     return ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
-            f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet", "bash", "-c", script]
+            f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet", *extra, "bash", "-c", script]
 
 
 def hostnames_command(nodelist: str) -> list[str]:

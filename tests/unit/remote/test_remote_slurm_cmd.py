@@ -1,5 +1,7 @@
 """Slurm command lines and the parsing of what Slurm's clients print (texts as Slurm 22.05 writes them)."""
 
+import pytest
+
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.slurm import drain_lines
 
@@ -76,3 +78,29 @@ def test_step_failures_are_told_apart_from_the_task_exit():
 def test_drain_lines_are_printed_quoted():
     assert drain_lines({"gpu02": "step time 31% above the median"}) == [
         "scontrol update NodeName=gpu02 State=DRAIN Reason='cvs-tasks: step time 31% above the median'"]
+
+
+def test_enroot_uris_name_the_registry_with_a_hash():
+    assert sc.enroot_uri("rocm/megatron-lm:v25.9") == "rocm/megatron-lm:v25.9"
+    assert sc.enroot_uri("ubuntu:22.04") == "ubuntu:22.04"
+    assert sc.enroot_uri("registry.example.com:5000/team/primus:v26.1") == "registry.example.com:5000#team/primus:v26.1"
+    assert sc.enroot_uri("localhost/sim:latest") == "localhost#sim:latest"
+
+
+def test_pyxis_options_for_creating_and_for_reusing_the_container():
+    volumes = ["/home/ops:/home/ops", "/data/hf:/hf:ro", "/scratch:/scratch:ro,rslave"]
+    assert sc.pyxis_args("megatron_8b", volumes, image="rocm/megatron-lm:v25.9") == [
+        "--container-name=megatron_8b", "--container-image=rocm/megatron-lm:v25.9",
+        "--container-mounts=/home/ops:/home/ops,/data/hf:/hf:ro,/scratch:/scratch:ro+rslave",
+        "--no-container-mount-home", "--container-remap-root"]
+    assert sc.pyxis_args("megatron_8b", []) == [
+        "--container-name=megatron_8b", "--no-container-mount-home", "--container-remap-root"]
+    with pytest.raises(ValueError, match="comma"):
+        sc.pyxis_mounts(["/a,b:/c"])
+
+
+def test_steps_carry_the_container_options_before_the_command():
+    argv = sc.step_command("9", "gpu01", "true", ["--container-name=c"])
+    assert argv[-4:] == ["--container-name=c", "bash", "-c", "true"]
+    spread = sc.spread_command("9", ["gpu01"], {"gpu01": "run"}, ["--container-name=c"])
+    assert spread[-4] == "--container-name=c" and spread[-3:-1] == ["bash", "-c"]
