@@ -8,8 +8,8 @@ when a single-node config meets a multi-host cluster; we refuse instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from cvs_tasks.errors import BadInput
 
@@ -120,9 +120,52 @@ def check_runtime_settings(suite: Suite) -> None:
     container_spec(suite.config.container)
 
 
+# scheduler.container -> the suite's container.runtime.name it goes with
+SCHEDULED_RUNTIME = {"docker": "docker", "none": "host", "pyxis": "pyxis"}
+# runtimes whose job processes share the node's process table (no pid namespace of their own)
+HOST_PID_RUNTIMES = ("host", "pyxis")
+
+
 def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:
-    mode = choose_suite(explicit_suite, suite.config_path.name, len(cluster.hosts))
+    check_scheduled_runtime(suite, cluster)
     check_runtime_settings(suite)
+    hosts = tuple(cluster.hosts) or scheduled_placeholders(cluster)
+    mode = choose_suite(explicit_suite, suite.config_path.name, len(hosts))
     env = dict(suite.config.container.env)
-    env["NNODES"] = str(len(cluster.hosts))
-    return RunPlan(suite=suite, cluster=cluster, mode=mode, hosts=tuple(cluster.hosts), env=env)
+    env["NNODES"] = str(len(hosts))
+    return RunPlan(suite=suite, cluster=cluster, mode=mode, hosts=hosts, env=env)
+
+
+def check_scheduled_runtime(suite: Suite, cluster: Cluster) -> None:
+    """A Slurm cluster's ``scheduler.container`` and the suite's runtime must say the same thing."""
+    spec = cluster.scheduler
+    if spec is None:
+        if suite.config.container.runtime.name == "pyxis":
+            raise BadInput(f"{suite.config_path}: container.runtime.name 'pyxis' needs a Slurm cluster file "
+                           "(scheduler.container pyxis); over SSH use docker or host")
+        return
+    wanted = SCHEDULED_RUNTIME[spec.container]
+    actual = suite.config.container.runtime.name
+    if actual != wanted:
+        raise BadInput(f"{cluster.path}: scheduler.container is {spec.container!r} but "
+                       f"{suite.config_path} runs container.runtime.name {actual!r}; "
+                       f"set container.runtime.name to {wanted!r} or scheduler.container to match")
+
+
+def scheduled_placeholders(cluster: Cluster) -> tuple[HostSpec, ...]:
+    """Stand-ins for nodes a scheduler has not handed out yet (replaced by ``with_hosts``)."""
+    from cvs_tasks.config import HostSpec
+
+    count = cluster.scheduler.nodes if cluster.scheduler and cluster.scheduler.nodes else 0
+    return tuple(HostSpec(name=f"slurm-node{i}", address=f"slurm-node{i}") for i in range(count))
+
+
+def with_hosts(plan: RunPlan, hosts: Sequence[HostSpec]) -> RunPlan:
+    """The plan on the nodes an allocation gave: rank order as given, MASTER_ADDR the first node.
+
+    Over SSH the user names MASTER_ADDR; with a scheduler nobody knows it before the allocation.
+    """
+    if len(hosts) != plan.nnodes:
+        raise BadInput(f"the allocation has {len(hosts)} node(s), the plan {plan.nnodes}")
+    env = {**plan.env, "MASTER_ADDR": hosts[0].address}
+    return replace(plan, hosts=tuple(hosts), env=env)

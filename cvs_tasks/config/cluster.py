@@ -18,6 +18,7 @@ from cvs_tasks.config.files import read_json_object
 from cvs_tasks.config.placeholders import (
     USER_ID, changeme_hint, find_changeme, local_user, strip_comments, substitute_user,
 )
+from cvs_tasks.config.scheduler import SchedulerSpec
 from cvs_tasks.config.validation import validate_model
 from cvs_tasks.identifiers import identifier_problem
 
@@ -40,6 +41,7 @@ class Cluster:
     hosts: list[HostSpec]
     container: dict[str, Any] = field(default_factory=dict)
     known_hosts: str | None = None
+    scheduler: SchedulerSpec | None = None
 
     @property
     def host_names(self) -> list[str]:
@@ -60,9 +62,10 @@ class _Node(BaseModel):
 class _ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    username: str
-    priv_key_file: str | None
-    node_dict: Any = Field(description="host -> settings, or a list of {mgmt_ip: host} / host strings.")
+    username: str | None = None
+    priv_key_file: str | None = None
+    node_dict: Any = Field(None, description="host -> settings, or a list of {mgmt_ip: host} / host strings.")
+    scheduler: SchedulerSpec | None = Field(None, description="Nodes from a Slurm allocation instead of SSH.")
     known_hosts: str | None = None
     container: dict[str, Any] = Field(default_factory=dict)
     password: Any = Field(None, description="Not supported (must be null): SSH uses priv_key_file.")
@@ -91,15 +94,40 @@ def parse_cluster(raw: dict[str, Any], path: Path, user: str | None = None) -> C
     model, model_problems = validate_model(_ClusterFile, data)
     if data.get("password") is not None:
         model_problems.append(("password", "password login is not supported; set it to null and use priv_key_file"))
-    hosts, host_problems = _hosts(data.get("node_dict")) if "node_dict" in data else ([], [])
+    scheduled = isinstance(data.get("scheduler"), dict)
+    if data.get("node_dict") is not None:
+        hosts, host_problems = _hosts(data["node_dict"])
+    else:
+        hosts, host_problems = [], [] if scheduled else [("node_dict", "required key is missing")]
     problems += [p for p in model_problems + host_problems if not is_under(p[0], blocked)]
-    if model and not model.priv_key_file and not all(h.local for h in hosts):
-        problems.append(("priv_key_file", "required: the SSH key used to reach the (non-local) hosts"))
+    if not scheduled:
+        for key in ("username", "priv_key_file"):
+            if key not in data:
+                problems.append((key, "required key is missing"))
+        if model and "priv_key_file" in data and not model.priv_key_file and not all(h.local for h in hosts):
+            problems.append(("priv_key_file", "required: the SSH key used to reach the (non-local) hosts"))
+    if model and model.scheduler:
+        problems += _scheduler_problems(model.scheduler, hosts)
     if problems:
         raise ConfigError(path, problems)
     assert model is not None
-    return Cluster(path=path, username=model.username, priv_key_file=model.priv_key_file or None,
-                   hosts=hosts, container=model.container, known_hosts=model.known_hosts)
+    return Cluster(path=path, username=model.username or local_user(), priv_key_file=model.priv_key_file or None,
+                   hosts=hosts, container=model.container, known_hosts=model.known_hosts,
+                   scheduler=model.scheduler)
+
+
+def _scheduler_problems(spec: SchedulerSpec, hosts: list[HostSpec]) -> list[Problem]:
+    """With a scheduler, node_dict (when given) names the nodes to request and must agree with nodes."""
+    problems: list[Problem] = []
+    if hosts and spec.nodelist:
+        problems.append(("scheduler.nodelist", "give either scheduler.nodelist or node_dict, not both"))
+    if hosts and spec.nodes is not None and spec.nodes != len(hosts):
+        problems.append(("scheduler.nodes", f"{spec.nodes} does not match the {len(hosts)} host(s) in node_dict"))
+    if any(h.local for h in hosts):
+        problems.append(("node_dict", "local hosts cannot be combined with a scheduler"))
+    if not hosts and spec.nodes is None:
+        problems.append(("scheduler.nodes", "required: how many nodes to run on (or list them in node_dict)"))
+    return problems
 
 
 def _hosts(node_dict: Any) -> tuple[list[HostSpec], list[Problem]]:

@@ -81,8 +81,9 @@ class RuntimeArgs(Block):
 
 
 class Runtime(Block):
-    name: Literal["docker", "host"] = Field(
-        description="docker: one container per node; host: run directly on the node (no container)."
+    name: Literal["docker", "host", "pyxis"] = Field(
+        description="docker: one container per node; host: run directly on the node (no container); "
+                    "pyxis: Slurm steps in a pyxis/enroot container (needs scheduler.container pyxis)."
     )
     args: RuntimeArgs = Field(default_factory=RuntimeArgs)
 

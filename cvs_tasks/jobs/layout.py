@@ -50,7 +50,10 @@ def pid_path(job: JobSpec, rank: int) -> str:
 def prepare_commands(job: JobSpec) -> list[str]:
     """Run on every node's host (as the user who writes the scripts) before writing them."""
     scripts = run_scripts_dir(job)
+    stale = " ".join(q(_join(node_dir(job, r), name)) for r in range(job.nnodes) for name in (LOG_FILE, CONSOLE_FILE))
     return [
         f"(umask 077 && mkdir -p {q(scripts)})",
         f"mkdir -p {q(combo_log_dir(job))}",
+        # an earlier run's log of this combo must not be read as this one's before the job starts
+        f"rm -f -- {stale}",
     ]

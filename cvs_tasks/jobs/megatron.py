@@ -122,7 +122,7 @@ def wrapper_script(job: JobSpec, rank: int, warnings: list[str]) -> str:
         "export TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
         f"export TRAIN_LOG={q(layout.node_dir(job, rank) + '/' + TRAIN_SCRIPT_LOG)}",
     ]
-    if job.runtime == "host":
+    if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
         env_lines, env_warnings = env_export_lines(job.env)
         lines += env_lines
         warnings += [w for w in env_warnings if w not in warnings]

@@ -122,7 +122,7 @@ def wrapper_script(job: JobSpec, rank: int, yaml_path: str, warnings: list[str])
             'export PRIMUS_USER=""',
             'export PRIMUS_EXP_NAME=""',
         ]
-    if job.runtime == "host":
+    if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
         env_lines, env_warnings = env_export_lines(job.env)
         lines += env_lines
         warnings += [w for w in env_warnings if w not in warnings]

@@ -15,7 +15,7 @@ from cvs_tasks.config.sweep import TRAIN_PARAM_DEFAULTS
 from cvs_tasks.errors import BadInput
 
 Backend = Literal["megatron", "primus"]
-Runtime = Literal["docker", "host"]
+Runtime = Literal["docker", "host", "pyxis"]
 
 # train_params defaults (behaviour reference §1.5): the config's, plus where the jobs find things.
 PARAM_DEFAULTS: Mapping[str, str] = {

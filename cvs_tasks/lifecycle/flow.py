@@ -127,6 +127,10 @@ def finish_run(session: Session, *, interrupted: bool = False) -> None:
     """Stamp the manifest, record the run in the history (a warning at worst), render the reports."""
     if session.dry_run:
         return
+    if session.scheduled:
+        from cvs_tasks.lifecycle.allocation import judge_nodes
+
+        judge_nodes(session)
     manifest = session.run.manifest()
     manifest["finished"] = time.time()
     manifest["interrupted"] = interrupted

@@ -18,6 +18,9 @@ from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
 from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.plan import HOST_PID_RUNTIMES
+from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
+from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.metrics import LogParser
 
 
@@ -59,6 +62,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     if session.dry_run:
         for line in render_dry_run(launch):
             session.say(line)
+        if session.scheduled:
+            session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
         return result
     for warning in launch.warnings:
         session.say(f"warning: {warning}", "warning")
@@ -68,12 +73,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         return result
     _prepare(session, launch.prepare)
     _write_scripts(session, launch)
-    started = runtime.exec([n.launch_command for n in launch.nodes], timeout=60)
-    bad = [r for r in started if not r.ok]
-    if bad:
-        raise InfraError(
-            f"could not start the job on node {bad[0].host}: {bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]}"
-        )
+    step = _start(session, launch, stage, combo)
     targets = []
     for node, host in zip(launch.nodes, session.plan.hosts):
         local = session.run.node_log_path(stage, combo or job.label, node.rank)
@@ -108,12 +108,32 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     finally:
         if result.outcome is None or not result.outcome.ok or any(n.exit_code is None for n in result.outcome.nodes):
             _stop(session, launch)
+        if step is not None:
+            step.finish(result.outcome)
         _free_gpus(session, result)
     if result.outcome.status == "interrupted":  # the stop flag was seen before the signal's exception
         raise Interrupted("stop requested")
-    if not result.outcome.ok:
+    if not result.outcome.ok and not (step is not None and step.cause):
         _name_lost_nodes(session, result.outcome)
     return result
+
+
+def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) -> SlurmStep | None:
+    """Start every node's job: one srun step with a task per node on a Slurm allocation, else
+    the detached launch on each node."""
+    runtime = session.runtime()
+    hosts = runtime.hosts  # on Slurm with pyxis: steps inside the run's container
+    if isinstance(hosts, SlurmHosts):
+        output = session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        return SlurmStep.start(hosts, runtime, launch, output)
+    started = runtime.exec([n.launch_command for n in launch.nodes], timeout=60)
+    bad = [r for r in started if not r.ok]
+    if bad:
+        raise InfraError(
+            f"could not start the job on node {bad[0].host}: {bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]}"
+        )
+    return None
 
 
 def _name_lost_nodes(session: Session, outcome: WatchOutcome) -> None:
@@ -195,10 +215,10 @@ def _stop(session: Session, launch: LaunchPlan) -> None:
 def _free_gpus(session: Session, result: JobResult) -> None:
     """Kill GPU processes left behind so the next combo does not start on top of them.
 
-    Only inside our own container: with the ``host`` runtime every GPU process of the node is
-    listed, other users' included, so there the job's own process group (stopped above) is all
-    that is ours to kill."""
-    if session.config.container.runtime.name == "host":
+    Only inside our own docker container: with the ``host`` runtime (and pyxis, whose containers
+    share the node's process table) every GPU process of the node is listed, other users'
+    included, so there the job's own process group (stopped above) is all that is ours to kill."""
+    if session.config.container.runtime.name in HOST_PID_RUNTIMES:
         return
     try:
         command = cleanup.gpu_pids_command(session.config.gpu.pids_command)

@@ -24,6 +24,8 @@ def job_spec(
     save_interval: int | None = None,
     load_dir: str | None = None,
 ) -> JobSpec:
+    if session.scheduled and not session.dry_run:
+        session.hosts()  # binds the plan to the allocated nodes (NNODES, MASTER_ADDR) first
     cfg = session.config
     plan = session.plan
     params = dict(combo.train_params)

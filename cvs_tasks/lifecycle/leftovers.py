@@ -167,7 +167,7 @@ def scan_leftovers(hosts: Hosts, *, runtime: str, run_id: str | None = None, own
         scan = find_leftovers(hosts, owner, run_id=run_id, timeout=timeout)
         report.containers, report.errors = list(scan.found), list(scan.errors)
     if scripts_dir:
-        if runtime == "host":
+        if runtime in ("host", "pyxis"):
             answers = hosts.run(host_jobs_command(scripts_dir, run_id), timeout=timeout)
             for node, r in zip(hosts.nodes, answers):
                 if r.ok:
@@ -247,6 +247,9 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
         scripts_dir = suite.config.paths.scripts_dir
     run_id = Path(run).name if run else None
     owner = None if all_owners else owner_name()
+    if cluster_obj.scheduler is not None:
+        return _cleanup_allocations(cluster_obj.scheduler, runtime=runtime, run_id=run_id, owner=owner,
+                                    scripts_dir=scripts_dir, dry_run=dry_run, say=say)
     with connect(cluster_obj) as hosts:
         found = scan_leftovers(hosts, runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir)
         for line in found.lines():
@@ -265,3 +268,33 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
     for line in remaining.lines():
         say(f"still there: {line}")
     return CleanupOutcome(found, remaining, problems, attempts)
+
+
+def _cleanup_allocations(spec, *, runtime: str, run_id: str | None, owner: str | None,
+                         scripts_dir: str | None, dry_run: bool, say: Callable[[str], None]) -> CleanupOutcome:
+    """On Slurm: every allocation cvs-tasks requested and nobody released; what runs inside it
+    is removed through a step of that allocation, then the allocation is cancelled."""
+    from cvs_tasks.lifecycle.allocation import leftover_allocations
+    from cvs_tasks.remote.slurm import SlurmClient, SlurmHosts
+
+    client = SlurmClient(spec.slurm_conf)
+    found = LeftoverReport()
+    problems: list[str] = []
+    jobs = leftover_allocations(spec, owner or owner_name(), run_id)
+    if not jobs:
+        say("no leftover Slurm allocations" + (f" for run {run_id}" if run_id else ""))
+    for job_id, name, state in jobs:
+        say(f"Slurm job {job_id} ({name}): {state}" + (" — would be cancelled" if dry_run else ""))
+        if dry_run:
+            continue
+        if state == "RUNNING":
+            hosts = SlurmHosts(client, client.attach(job_id))
+            inside = scan_leftovers(hosts, runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir)
+            for line in inside.lines():
+                say(line)
+            problems += remove_found(hosts, inside, scripts_dir=scripts_dir, record=[])
+        if client.release(job_id):
+            say(f"cancelled Slurm job {job_id}")
+        else:
+            problems.append(f"could not cancel Slurm job {job_id}; run `scancel {job_id}`")
+    return CleanupOutcome(found, None if dry_run else LeftoverReport(), problems, [])

@@ -71,26 +71,44 @@ class Session:
     def hosts(self):
         if self._hosts is None:
             if self.dry_run:
+                from cvs_tasks.lifecycle.allocation import dry_run_lines
                 from cvs_tasks.remote.dryrun import DryRunHosts
 
+                for line in dry_run_lines(self):
+                    self.say(line)
                 self._hosts = DryRunHosts([h.address for h in self.plan.hosts], echo=self.say)
+            elif self.scheduled:
+                from cvs_tasks.lifecycle.allocation import slurm_hosts
+
+                self._hosts = slurm_hosts(self)
             else:
                 from cvs_tasks.remote import connect
 
                 self._hosts = connect(self.plan.cluster)
         return self._hosts
 
+    def reachable_hosts(self):
+        """The hosts for teardown: on Slurm the run's own allocation, re-acquired briefly if it ended.
+
+        None when the run never held a Slurm allocation (there is nothing on any node to remove)."""
+        if self.scheduled and not self.dry_run:  # asked afresh: the allocation may have ended meanwhile
+            from cvs_tasks.lifecycle.allocation import slurm_hosts
+
+            self._hosts, self._runtime = slurm_hosts(self, for_teardown=True), None
+            return self._hosts
+        return self.hosts()
+
     def runtime(self):
         if self._runtime is None:
-            from cvs_tasks.remote import runtime_for
+            from cvs_tasks.remote import container_spec, runtime_for
+            from cvs_tasks.remote.docker_cmd import with_env
 
-            self._runtime = runtime_for(
-                self.hosts(),
-                self.plan.suite.config.container,
-                run_id=self.run.run_id,
-                owner=_owner(),
-                nnodes=self.plan.nnodes,
-            )
+            hosts = self.hosts()  # first: on Slurm this binds the plan to the allocated nodes
+            spec = container_spec(self.plan.suite.config.container)
+            if self.scheduled:  # the allocation decided MASTER_ADDR, not the config
+                spec = with_env(spec, {"MASTER_ADDR": self.plan.env["MASTER_ADDR"]})
+            self._runtime = runtime_for(hosts, spec, run_id=self.run.run_id, owner=_owner(),
+                                        nnodes=self.plan.nnodes)
         return self._runtime
 
     def close(self) -> None:
@@ -102,6 +120,11 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- settings -----------------------------------------------------------------------------
+    @property
+    def scheduled(self) -> bool:
+        """The nodes come from a scheduler allocation (Slurm) rather than a static list."""
+        return self.plan.cluster.scheduler is not None
+
     @property
     def config(self):
         return self.plan.suite.config
@@ -216,7 +239,7 @@ def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:
             "Start a new run (`invoke all` without --run) or restore the file."
         )
     hosts = [h.address for h in cluster.hosts]
-    if manifest.get("hosts") and manifest["hosts"] != hosts:
+    if cluster.scheduler is None and manifest.get("hosts") and manifest["hosts"] != hosts:
         raise BadInput(
             f"the cluster changed since run {run.run_id} started (was {manifest['hosts']}, now {hosts}); "
             "start a new run"

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
+from cvs_tasks.lifecycle.allocation import release
 from cvs_tasks.lifecycle.jobspec import job_spec
+from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
 
@@ -121,10 +123,23 @@ def download_tokenizer(session: Session, combo: str | None = None) -> StageRecor
 
 
 def teardown(session: Session, combo: str | None = None) -> StageRecord:
-    """Remove the containers (per the lifetime) and the per-run node folder holding the token."""
-    hosts = session.hosts()
+    """Remove the containers (per the lifetime) and the per-run node folder holding the token,
+    then release the run's Slurm allocation if the harness requested it."""
+    hosts = session.reachable_hosts()
+    if hosts is None:
+        notes = [note for note in [release(session)] if note]
+        return StageRecord(stage="teardown", status="PASS", data={"notes": notes},
+                           reason="nothing to remove: this run never held a Slurm allocation")
+    record = _remove_from_nodes(session, hosts)
+    released = release(session)
+    if released:
+        record.data.setdefault("notes", []).append(released)
+    return record
+
+
+def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     stopped = []
-    if session.runtime().spec.runtime == "host" and not session.dry_run:  # jobs a killed harness left running
+    if session.runtime().spec.runtime in HOST_PID_RUNTIMES and not session.dry_run:  # jobs a killed harness left running
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)

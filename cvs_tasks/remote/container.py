@@ -43,9 +43,15 @@ class Runtime(ABC):
     @abstractmethod
     def launch(self) -> list[NodeResult]: ...
 
-    @abstractmethod
     def exec(self, command: str | Sequence[str], *, timeout: float,
-             stdin: str | bytes | None = None) -> list[NodeResult]: ...
+             stdin: str | bytes | None = None) -> list[NodeResult]:
+        """Run a command (or command i on node i) where the job runs: in the container, or on the node."""
+        commands = [command] * len(self.hosts) if isinstance(command, str) else list(command)
+        return self.hosts.run([self.command(c) for c in commands], timeout=timeout, stdin=stdin)
+
+    @abstractmethod
+    def command(self, command: str) -> str:
+        """The node command that runs ``command`` where the job runs (nothing is run)."""
 
     @abstractmethod
     def running(self) -> list[bool]: ...
@@ -228,10 +234,8 @@ class DockerRuntime(Runtime):
                 step="docker rm (roll back)", policy=self.retry, record=self.attempts,
                 ok=_removed, sleep=self._sleep)
 
-    def exec(self, command, *, timeout, stdin=None):
-        commands = [command] * len(self.hosts) if isinstance(command, str) else list(command)
-        return self.hosts.run([dc.exec_command(self.spec.name, c) for c in commands],
-                              timeout=timeout, stdin=stdin)
+    def command(self, command: str) -> str:
+        return dc.exec_command(self.spec.name, command)
 
     def remove(self, force: bool = False) -> list[NodeResult]:
         """Remove the container everywhere (absent counts as removed).
@@ -277,10 +281,8 @@ class HostRuntime(Runtime):
         self.mode = "host"
         return self._answer()
 
-    def exec(self, command, *, timeout, stdin=None):
-        commands = [command] * len(self.hosts) if isinstance(command, str) else list(command)
-        return self.hosts.run([dc.host_shell_command(c) for c in commands], timeout=timeout,
-                              stdin=stdin)
+    def command(self, command: str) -> str:
+        return dc.host_shell_command(command)
 
     def running(self):
         return [r.ok for r in self._answer()]
@@ -299,4 +301,11 @@ def runtime_for(hosts: Hosts, container_spec: Any, *, run_id: str, owner: str, n
                              timeouts=timeouts, retry=retry)
     if spec.runtime == "host":
         return HostRuntime(hosts, spec)
-    raise BadInput(f"container.runtime.name: {spec.runtime!r} is not supported (use docker or host)")
+    if spec.runtime == "pyxis":
+        if not hasattr(hosts, "with_step_args"):
+            raise BadInput("container.runtime.name 'pyxis' runs only on a Slurm cluster file "
+                           "(scheduler.container pyxis)")
+        from cvs_tasks.remote.pyxis import PyxisRuntime
+
+        return PyxisRuntime(hosts, spec)
+    raise BadInput(f"container.runtime.name: {spec.runtime!r} is not supported (use docker, host or pyxis)")

@@ -9,7 +9,7 @@ registry password is redirected from a file on the node, the HF token travels as
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from cvs_tasks.errors import BadInput
@@ -122,11 +122,18 @@ def container_spec(container: Any) -> ContainerSpec:
     return spec
 
 
+def with_env(spec: ContainerSpec, overrides: Mapping[str, str]) -> ContainerSpec:
+    """The spec with ``overrides`` replacing (or added to) its env, order kept."""
+    env = dict(spec.env)
+    env.update(overrides)
+    return replace(spec, env=tuple(env.items()))
+
+
 def _validate(spec: ContainerSpec) -> None:
     problems = []
     if spec.lifetime not in LIFETIMES:
         problems.append(f"container.lifetime: {spec.lifetime!r} is not one of {', '.join(LIFETIMES)}")
-    if spec.runtime == "docker":
+    if spec.runtime in ("docker", "pyxis"):
         if not spec.name:
             problems.append("container.name: required for the docker runtime")
         if not spec.image:

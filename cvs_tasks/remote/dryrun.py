@@ -22,20 +22,26 @@ def _dry_answer(command: str) -> bytes:
 
 class DryRunHosts(Hosts):
     def __init__(self, names: Sequence[str], echo: Callable[[str], None],
-                 nodes: Sequence[Node] | None = None) -> None:
+                 nodes: Sequence[Node] | None = None, step_args: Sequence[str] = ()) -> None:
         super().__init__(nodes if nodes is not None else
                          [Node(n, n, rank=i) for i, n in enumerate(names)])
         self._echo = echo
+        self.step_args = tuple(step_args)
+
+    def with_step_args(self, step_args: Sequence[str]) -> "DryRunHosts":
+        """As a Slurm step with these srun options (pyxis): the options are printed with each command."""
+        return DryRunHosts([], self._echo, self.nodes, step_args)
 
     def _exec_many(self, commands, stdins, timeout):
         out = []
+        where = f" (srun {' '.join(self.step_args)})" if self.step_args else ""
         for node, command, stdin in zip(self.nodes, commands, stdins):
-            self._echo(f"[dry-run] {node.name}: {command}" + (" <stdin>" if stdin is not None else ""))
+            self._echo(f"[dry-run] {node.name}{where}: {command}" + (" <stdin>" if stdin is not None else ""))
             out.append(RawResult(0, _dry_answer(command), b""))
         return out
 
     def subset(self, indices):
-        return DryRunHosts([], self._echo, [self.nodes[i] for i in indices])
+        return DryRunHosts([], self._echo, [self.nodes[i] for i in indices], self.step_args)
 
     def put(self, data: bytes, path: str, mode: int = 0o600, *, timeout: float = 30.0) -> list[NodeResult]:
         """Say what would be written (never the content)."""

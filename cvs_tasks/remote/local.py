@@ -20,13 +20,14 @@ _SHELL = shutil.which("bash") or "/bin/sh"
 _DRAIN_AFTER_KILL_S = 5.0
 
 
-def run_local(command: str, stdin: bytes | None, timeout: float) -> RawResult:
+def run_local(command: str, stdin: bytes | None, timeout: float,
+              env: dict[str, str] | None = None) -> RawResult:
     """Run one shell command here; a timeout or a failure to start is a result, not an exception."""
     try:
         proc = subprocess.Popen(
             [_SHELL, "-c", command],
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env,
         )
     except OSError as exc:
         return RawResult(None, b"", b"", f"cannot start {_SHELL}: {exc}")

@@ -24,13 +24,14 @@ def image(c, docker_host="unix:///var/run/docker.sock"):
 
 @task(help={"nodes": "Number of nodes (127.0.0.2, .3, …); default 2",
             "docker_nodes": "How many of them get their own dockerd (default: all; the rest share node 0's)",
-            "state_dir": STATE_HELP})
-def up(c, nodes=2, docker_nodes=None, state_dir=None):
+            "state_dir": STATE_HELP,
+            "scheduler": "Also run a local Slurm cluster over the nodes (slurm); writes cluster-slurm.json"})
+def up(c, nodes=2, docker_nodes=None, state_dir=None, scheduler=None):
     """Start (or reuse) the local testbed cluster and print its cluster files."""
     with user_errors():
         from testbed import cluster
         cluster.up(nodes=int(nodes), docker_nodes=int(docker_nodes) if docker_nodes else None,
-                   state_dir=state_dir)
+                   state_dir=state_dir, scheduler=scheduler)
 
 
 @task(help={"state_dir": STATE_HELP})

@@ -228,10 +228,10 @@ def test_env_under_runtime_args_is_redirected(suite_files):
     assert "container.env" in problems_of(suite_files(config))["container.runtime.args.env"]
 
 
-def test_runtime_is_docker_or_host(suite_files):
+def test_runtime_is_docker_host_or_pyxis(suite_files):
     config = minimal_config()
     config["container"]["runtime"] = {"name": "enroot"}
-    assert "'docker' or 'host'" in problems_of(suite_files(config))["container.runtime.name"]
+    assert "'docker', 'host' or 'pyxis'" in problems_of(suite_files(config))["container.runtime.name"]
     config["container"]["runtime"] = {"name": "host"}
     config["container"]["name"] = ""
     assert load_suite(suite_files(config)).config.container.runtime.name == "host"

@@ -13,9 +13,10 @@ def test_dry_run_lists_prepare_script_and_launch_per_node():
     assert len(blocks) == 2
     for node, block in zip(plan.nodes, blocks):
         assert block[0] == f"# node {node.rank}: prepare (on the host)"
-        assert block[1:3] == plan.prepare
-        assert block[3] == f"# node {node.rank}: write {node.script_path} (mode 0700)"
-        assert block[4:-2] == node.script_text.rstrip("\n").split("\n")
+        n = len(plan.prepare)
+        assert block[1:1 + n] == plan.prepare
+        assert block[1 + n] == f"# node {node.rank}: write {node.script_path} (mode 0700)"
+        assert block[2 + n:-2] == node.script_text.rstrip("\n").split("\n")
         assert block[-1] == node.launch_command
 
     lines = render_dry_run(plan)

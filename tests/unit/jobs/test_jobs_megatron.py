@@ -74,11 +74,12 @@ def test_launch_command_detaches_and_records_the_pid():
     )
 
 
-def test_prepare_creates_private_script_dir_and_combo_log_dir():
+def test_prepare_creates_private_script_dir_and_combo_log_dir_and_drops_stale_logs():
     plan = build_launch(make_job())
     assert plan.prepare == [
         f"(umask 077 && mkdir -p {SCRIPTS})",
         f"mkdir -p {LOGS}",
+        f"rm -f -- {LOGS}/out-node0/training.log {LOGS}/out-node0/console.log",
     ]
 
 
