@@ -9,45 +9,23 @@ parser's bounded state, whatever the file size.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Iterator
 
-from cvs_tasks.errors import BadInput
+from cvs_tasks.inputs import open_regular
 from cvs_tasks.metrics.parser import LogParser
 
 CHUNK_BYTES = 1 << 20
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
-
-
-def check_regular(path: str | Path) -> None:
-    """Refuse anything but a regular file before opening it (a FIFO or /dev/zero never ends)."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise BadInput(f"log file not found: {path}") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read log file {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise BadInput(f"cannot read log file {path}: it is {kind}; give a regular file "
-                       f"(copy a live log first, e.g. cp {path} /tmp/training.log)")
 
 
 def iter_byte_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """Raw bytes of a regular file, ``chunk_bytes`` at a time (chunks may end mid-line)."""
-    check_regular(path)
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise BadInput(f"cannot read log file {path}: {exc.strerror}") from None
-    with handle:
-        while True:
-            data = handle.read(chunk_bytes)
-            if not data:
-                break
+    """Raw bytes of a regular file, ``chunk_bytes`` at a time (chunks may end mid-line).
+
+    ``inputs.open_regular`` refuses a FIFO, a device or a directory before a byte is read (a FIFO
+    or /dev/zero never ends); a live log is read as far as it was written.
+    """
+    with os.fdopen(open_regular(path, "log"), "rb") as handle:
+        while data := handle.read(chunk_bytes):
             yield data
 
 

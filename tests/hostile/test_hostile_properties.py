@@ -31,13 +31,24 @@ def is_safe_component(name: str) -> bool:
             and all(" " < ch <= "~" for ch in name) and not name.startswith("-") and Path(name).name == name)
 
 
+PATH_LIKE = ("image", "registry", "tokenizer")  # repo ids and local paths: several segments
+
+
 @settings(max_examples=400, deadline=None)
-@given(kind=st.sampled_from(sorted(k for k in GRAMMARS if k not in ("image", "registry"))), name=hostile_text)
+@given(kind=st.sampled_from(sorted(k for k in GRAMMARS if k not in PATH_LIKE)), name=hostile_text)
 def test_an_accepted_name_is_one_safe_path_component(kind, name):
     problem = identifier_problem(kind, name)
     assert problem is None or isinstance(problem, str)
     if problem is None:
         assert is_safe_component(name), (kind, name)
+
+
+@settings(max_examples=400, deadline=None)
+@given(kind=st.sampled_from(PATH_LIKE), name=hostile_text)
+def test_an_accepted_path_like_name_has_no_parent_or_unsafe_segment(kind, name):
+    if identifier_problem(kind, name) is None:
+        assert ".." not in name.split("/") and not name.startswith("-"), (kind, name)
+        assert name.isascii() and all(" " < ch <= "~" for ch in name), (kind, name)
 
 
 @settings(max_examples=300, deadline=None)

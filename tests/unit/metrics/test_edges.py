@@ -90,7 +90,7 @@ def test_a_100_mb_line_without_newline_is_skipped_with_bounded_memory():
 def test_special_files_are_refused_with_exit_2(tmp_path):
     fifo = tmp_path / "training.fifo"
     os.mkfifo(fifo)
-    for path, kind in ((fifo, "FIFO"), ("/dev/zero", "character device"), (tmp_path, "directory")):
+    for path, kind in ((fifo, "FIFO"), ("/dev/zero", "device"), (tmp_path, "directory")):
         for task in (parse_task, scan_task):
             with pytest.raises(Exit) as exc:
                 task(Context(), str(path))
