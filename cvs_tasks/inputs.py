@@ -6,16 +6,19 @@ A file is opened without blocking (``O_NONBLOCK``: a FIFO cannot hang the open),
 before a byte is read), and read up to a size limit. Text must be UTF-8; JSON must stay within a
 nesting depth, integers within a digit count, and may hold neither ``NaN``/``Infinity`` nor lone
 surrogates. Every refusal is an ``InputRefused`` (exit 2) naming the file and, for JSON, the line or
-the dotted path.
+the dotted path. TOML (stdlib ``tomllib``) is held to the same limits, and its dates and times,
+which JSON cannot hold and no field takes, are refused by dotted path.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
 import re
 import stat
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,6 +191,54 @@ def parse_json(text: str, path: Path | str, what: str) -> Any:
     if bad is not None:
         raise InputRefused(path, "contains a lone surrogate (\\ud800-\\udfff escape), which is not text; "
                            "remove it", bad or "(top level)")
+    return obj
+
+
+def load_toml(path: Path | str, what: str) -> tuple[Any, bytes]:
+    """(parsed TOML, raw bytes) of a file, every limit applied; InputRefused otherwise."""
+    data = read_bytes(path, what)
+    return parse_toml(decode_utf8(data, path, what), path, what), data
+
+
+_TOML_AT = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$")
+
+
+def parse_toml(text: str, path: Path | str, what: str) -> Any:
+    """Parse TOML text within the ``what`` limits: the JSON limits (depth, integer digits, finite
+    numbers; TOML itself refuses duplicate keys and lone surrogates), and no dates or times."""
+    limits = LIMITS[what]
+    try:
+        obj = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        at = _TOML_AT.search(message)
+        where = at.group(1).replace(", ", " ") if at else ""
+        message = _TOML_AT.sub("", message)
+        if message == "Cannot overwrite a value":
+            message += " (a key or table is defined twice; remove one)"
+        raise InputRefused(path, f"invalid TOML: {message}", where) from None
+    except RecursionError:
+        raise InputRefused(path, f"TOML nested too deep (limit {limits.max_depth})") from None
+    stack: list[tuple[Any, str, int]] = [(obj, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, (dict, list)) and depth + 1 > limits.max_depth:
+            raise InputRefused(path, f"TOML nested {depth + 1} levels deep (limit {limits.max_depth})",
+                               where or "(top level)")
+        if isinstance(value, dict):
+            stack.extend((item, f"{where}.{key}" if where else str(key), depth + 1) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int) and len(str(abs(value))) > limits.max_int_digits:
+            raise InputRefused(path, f"an integer of {len(str(abs(value)))} digits (limit "
+                               f"{limits.max_int_digits})", where)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InputRefused(path, f"{value} is not a finite number; write a finite number", where)
+        elif isinstance(value, (datetime.date, datetime.time)):
+            raise InputRefused(path, f"a TOML date/time ({value.isoformat()}) is not a value any field "
+                               "takes; quote it if you meant text", where)
     return obj
 
 

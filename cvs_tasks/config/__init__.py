@@ -14,14 +14,15 @@ from cvs_tasks.config.models import GPU_NAMES, SuiteConfig, config_schema
 from cvs_tasks.config.placeholders import CHANGEME, find_changeme, local_user
 from cvs_tasks.config.redact import redact
 from cvs_tasks.config.sweep import DEFAULT_COMBO, TRAIN_PARAM_DEFAULTS, Combo, combo_key, parse_combo_key
-from cvs_tasks.config.templates import Template, copy_template, find_template, list_templates
+from cvs_tasks.config.templates import FORMATS as TEMPLATE_FORMATS
+from cvs_tasks.config.templates import Template, copy_template, find_template, list_templates, template_toml
 from cvs_tasks.config.thresholds import KNOWN_METRICS, REPO_ROOT, ThresholdSpec, load_threshold_file
 
 __all__ = [
     "CHANGEME", "DEFAULT_COMBO", "GPU_NAMES", "KNOWN_METRICS", "REPO_ROOT", "TRAIN_PARAM_DEFAULTS",
-    "Cluster", "Combo", "ConfigError", "HostSpec", "Problem", "Suite", "SuiteConfig", "Template",
+    "TEMPLATE_FORMATS", "Cluster", "Combo", "ConfigError", "HostSpec", "Problem", "Suite", "SuiteConfig", "Template",
     "ThresholdSpec", "combo_key", "config_schema", "copy_template", "describe_suite",
     "distributed_warnings", "effective_config", "find_changeme", "find_template", "guess_suite_kind",
     "load_cluster", "load_suite", "load_threshold_file", "local_file_warnings", "local_user",
-    "merge_under", "parse_cluster", "parse_combo_key", "list_templates", "redact",
+    "merge_under", "parse_cluster", "parse_combo_key", "list_templates", "redact", "template_toml",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cvs_tasks.config.errors import ConfigError, Problem, is_under, join_path
-from cvs_tasks.config.files import read_json_object
+from cvs_tasks.config.files import read_object
 from cvs_tasks.config.placeholders import (
     USER_ID, changeme_hint, find_changeme, local_user, strip_comments, substitute_user,
 )
@@ -52,32 +52,33 @@ class _Node(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     address: str | None = Field(None, description="Where to SSH; default: the node_dict key.")
-    port: int = Field(22, ge=1, le=65535)
+    port: int = Field(22, ge=1, le=65535, description="SSH port.")
     local: bool = Field(False, description="This host is the machine the harness runs on (no SSH).")
-    mgmt_ip: str | None = None
-    vpc_ip: str | None = None
-    bmc_ip: str | None = None
+    mgmt_ip: str | None = Field(None, description="In the list form of node_dict: the host to reach.")
+    vpc_ip: str | None = Field(None, description="Accepted for reference files; unused.")
+    bmc_ip: str | None = Field(None, description="Accepted for reference files; unused.")
 
 
 class _ClusterFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    username: str | None = None
-    priv_key_file: str | None = None
+    username: str | None = Field(None, description="SSH user on every node; {user-id} is the local user.")
+    priv_key_file: str | None = Field(None, description="Private key for SSH (password login is not supported).")
     node_dict: Any = Field(None, description="host -> settings, or a list of {mgmt_ip: host} / host strings.")
     scheduler: SchedulerSpec | None = Field(None, description="Nodes from a Slurm allocation instead of SSH.")
-    known_hosts: str | None = None
-    container: dict[str, Any] = Field(default_factory=dict)
+    known_hosts: str | None = Field(None, description="known_hosts file with the nodes' host keys (default ~/.ssh/known_hosts).")
+    container: dict[str, Any] = Field(default_factory=dict, description="Container defaults merged under every "
+                                                                        "suite config's container block.")
     password: Any = Field(None, description="Not supported (must be null): SSH uses priv_key_file.")
-    head_node_dict: dict[str, Any] = Field(default_factory=dict)
-    env_vars: dict[str, Any] = Field(default_factory=dict)
-    orchestrator: str | None = None
+    head_node_dict: dict[str, Any] = Field(default_factory=dict, description="Accepted for reference files; unused.")
+    env_vars: dict[str, Any] = Field(default_factory=dict, description="Accepted for reference files; unused.")
+    orchestrator: str | None = Field(None, description="Accepted for reference files; unused.")
 
 
 def load_cluster(path: Path | str) -> Cluster:
     """Read and check a cluster file; every problem is reported at once as a ConfigError."""
     path = Path(path)
-    raw, _ = read_json_object(path, "cluster")
+    raw, _ = read_object(path, "cluster")
     return parse_cluster(raw, path)
 
 
@@ -101,8 +102,9 @@ def parse_cluster(raw: dict[str, Any], path: Path, user: str | None = None) -> C
         hosts, host_problems = [], [] if scheduled else [("node_dict", "required key is missing")]
     problems += [p for p in model_problems + host_problems if not is_under(p[0], blocked)]
     if not scheduled:
-        for key in ("username", "priv_key_file"):
-            if key not in data:
+        local_only = bool(hosts) and all(h.local for h in hosts)
+        for key in ("username", "priv_key_file"):  # a key may be left out where null is allowed (TOML has no null)
+            if key not in data and not (key == "priv_key_file" and local_only):
                 problems.append((key, "required key is missing"))
         if model and "priv_key_file" in data and not model.priv_key_file and not all(h.local for h in hosts):
             problems.append(("priv_key_file", "required: the SSH key used to reach the (non-local) hosts"))

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from cvs_tasks.config.cluster import Cluster, resolved_username
 from cvs_tasks.config.errors import ConfigError, Problem, is_under, did_you_mean, join_path
-from cvs_tasks.config.files import read_json_object
+from cvs_tasks.config.files import read_object
 from cvs_tasks.config.models import SuiteConfig
 from cvs_tasks.config.thresholds import REPO_ROOT
 from cvs_tasks.config.placeholders import (
@@ -62,7 +62,7 @@ class Suite:
 def load_suite(config_path: Path | str, cluster: Cluster | None = None) -> Suite:
     """Load and check a suite config (and its threshold file); raise one ConfigError listing every problem."""
     path = Path(config_path)
-    raw, config_bytes = read_json_object(path, "config")
+    raw, config_bytes = read_object(path, "config")
     reject_old_formats(raw, path)
     data = strip_comments(raw)
     if cluster is not None and cluster.container:

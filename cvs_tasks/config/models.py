@@ -53,23 +53,23 @@ class Paths(Block):
 
 
 class Registry(Block):
-    username: str
+    username: str = Field(description="Registry user name for docker login.")
     password_file: str = Field(description="File on each node holding the registry password (fed via stdin).")
-    server: str = ""
+    server: str = Field("", description="Registry host; empty means Docker Hub.")
 
 
 class RuntimeArgs(Block):
-    network: str = "host"
-    ipc: str = "host"
-    privileged: bool = True
+    network: str = Field("host", description="docker --network; host networking is what RCCL and RDMA expect.")
+    ipc: str = Field("host", description="docker --ipc; host IPC lets ranks share memory across processes.")
+    privileged: bool = Field(True, description="docker --privileged; gives the container the GPU and RDMA devices.")
     volumes: list[str] = Field(default_factory=list, description='Bind mounts, "host:container[:ro]".')
-    devices: list[str] = Field(default_factory=list)
-    cap_add: list[str] = Field(default_factory=list)
-    security_opt: list[str] = Field(default_factory=list)
-    group_add: list[str] = Field(default_factory=list)
+    devices: list[str] = Field(default_factory=list, description="Devices passed in, e.g. /dev/kfd, /dev/dri, /dev/infiniband/rdma_cm.")
+    cap_add: list[str] = Field(default_factory=list, description="Extra Linux capabilities (docker --cap-add).")
+    security_opt: list[str] = Field(default_factory=list, description="docker --security-opt values, e.g. seccomp=unconfined.")
+    group_add: list[str] = Field(default_factory=list, description="Extra groups for the container user, e.g. video.")
     ulimit: list[str] = Field(default_factory=list, description='e.g. "nofile=1048576:1048576".')
-    shm_size: str | None = None
-    registry: Registry | None = None
+    shm_size: str | None = Field(None, description="docker --shm-size, e.g. 64G; unset keeps Docker's default.")
+    registry: Registry | None = Field(None, description="Log in to a private registry before pulling the image.")
 
     @field_validator("volumes")
     @classmethod
@@ -85,24 +85,26 @@ class Runtime(Block):
         description="docker: one container per node; host: run directly on the node (no container); "
                     "pyxis: Slurm steps in a pyxis/enroot container (needs scheduler.container pyxis)."
     )
-    args: RuntimeArgs = Field(default_factory=RuntimeArgs)
+    args: RuntimeArgs = Field(default_factory=RuntimeArgs, description="docker run options (docker runtime only).")
 
 
 class Container(Block):
-    lifetime: Literal["per_run", "persistent", "no_launch"] = "per_run"
+    lifetime: Literal["per_run", "persistent", "no_launch"] = Field(
+        "per_run", description="per_run: launched and removed by each run; persistent: kept after the run; "
+                               "no_launch: use a container that is already running.")
     name: str = Field("", description="Container name on every node (required for the docker runtime).")
     image: str = Field(description="Image to run; a name containing 'primus' selects the Primus backend.")
     image_tar: str | None = Field(None, description="docker-save tarball on the nodes, loaded if the image is absent.")
-    runtime: Runtime
+    runtime: Runtime = Field(description="How the job runs on each node.")
     env: dict[str, str] = Field(default_factory=dict, description="Container environment; values are strings.")
 
 
 class Smoke(Block):
-    enabled: bool = True
-    iters: int = Field(10, ge=1)
-    micro_batch_size: NumText = "1"
+    enabled: bool = Field(True, description="Run a short smoke job before the sweep.")
+    iters: int = Field(10, ge=1, description="Iterations of the smoke job.")
+    micro_batch_size: NumText = Field("1", description="MBS of the smoke job.")
     global_batch_size: NumText = Field("", description='Empty: "8" single-node, "16" distributed.')
-    precision: str = "BF16"
+    precision: str = Field("BF16", description="Precision of the smoke job: FP8, BF16, FP16, MXFP8 or MXFP4.")
 
     @field_validator("micro_batch_size", "global_batch_size")
     @classmethod
@@ -121,30 +123,32 @@ class Smoke(Block):
 
 
 class Checkpoint(Block):
-    enforce: bool = False
-    save_interval: int = Field(20, ge=1)
-    save_iters: int = Field(21, ge=1)
-    resume_iters: int = Field(25, ge=1)
-    loss_rtol: float = Field(0.05, ge=0)
+    enforce: bool = Field(False, description="Run the Primus checkpoint save/resume test (Primus images only).")
+    save_interval: int = Field(20, ge=1, description="Save a checkpoint every this many steps.")
+    save_iters: int = Field(21, ge=1, description="Steps of the save phase.")
+    resume_iters: int = Field(25, ge=1, description="Steps the resume phase trains to.")
+    loss_rtol: float = Field(0.05, ge=0, description="Largest relative loss jump accepted at the first resumed step.")
     checkpoint_dir: str = Field("", description="Shared checkpoint directory (distributed only).")
 
 
 class LossCurve(Block):
-    sample_every: int = Field(10, ge=1)
-    milestone_steps: list[int] = Field(default_factory=lambda: [100, 500, 1000, 5000])
+    sample_every: int = Field(10, ge=1, description="Sample the loss every this many steps for the trend line.")
+    milestone_steps: list[int] = Field(default_factory=lambda: [100, 500, 1000, 5000],
+                                       description="Steps always sampled when the run reaches them.")
     max_slope: Number = Field(0.0, le=0, description="Largest accepted loss slope per step; <= 0 "
                               "(a positive value would pass a rising loss).")
-    enforce: bool = True
+    enforce: bool = Field(True, description="Fail the combo when the loss does not trend down; false records only.")
 
 
 class Convergence(Block):
-    target_metric: Literal["auto", "train_loss", "eval_loss"] = "auto"
+    target_metric: Literal["auto", "train_loss", "eval_loss"] = Field(
+        "auto", description="Loss judged: auto is the eval (validation) loss when the run evaluates, else the training loss.")
     target_value: Number = Field(0.0, ge=0, description="Loss to reach; 0 disables.")
 
 
 class ScalingBaseline(Block):
     tokens_per_sec_total: float = Field(0.0, ge=0, description="Baseline total tok/s; 0 disables.")
-    num_nodes: int = Field(1, ge=1)
+    num_nodes: int = Field(1, ge=1, description="Node count of the baseline run.")
 
 
 class Sweep(Block):
@@ -156,7 +160,7 @@ class Sweep(Block):
 
 
 class Watch(Block):
-    poll_interval_s: float = Field(2.0, gt=0)
+    poll_interval_s: float = Field(2.0, gt=0, description="Seconds between reads of the nodes' logs.")
     stall_timeout_s: float = Field(900.0, gt=0, description="Fail when no log line arrives for this long.")
     startup_timeout_s: float = Field(1800.0, gt=0, description="Fail when no iteration appears this long after launch.")
     timeout_s: float = Field(0.0, ge=0, description="Whole-run limit; 0 derives it from the iteration count.")
@@ -182,23 +186,24 @@ class SuiteConfig(Block):
     """The suite config file; `_`-prefixed top-level keys are comments and are dropped before this."""
 
     gpu_name: str = Field(description="MI300X, MI325X or MI355X.")
-    gpus_per_node: int = Field(8, ge=1)
-    enforce_thresholds: bool = True
+    gpus_per_node: int = Field(8, ge=1, description="GPUs each node trains on.")
+    enforce_thresholds: bool = Field(True, description="Gate metrics on the threshold file; false records every metric only.")
     threshold_json: str = Field("", description="Threshold file; relative to this file, then the repo's thresholds/.")
-    verify_network_errors: bool = False
-    paths: Paths
-    container: Container
+    verify_network_errors: bool = Field(False, description="Fail a combo whose RDMA error counters grew during training.")
+    paths: Paths = Field(description="Files and folders on the head node and the nodes.")
+    container: Container = Field(description="The container every job runs in.")
     train_params: dict[str, Any] = Field(description="Free-form training parameters; model_name is required.")
-    smoke: Smoke = Field(default_factory=Smoke)
-    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    loss_curve: LossCurve = Field(default_factory=LossCurve)
-    convergence: Convergence = Field(default_factory=Convergence)
-    scaling_baseline: ScalingBaseline = Field(default_factory=ScalingBaseline)
-    sweep: Sweep = Field(default_factory=Sweep)
-    watch: Watch = Field(default_factory=Watch)
-    gpu: Gpu = Field(default_factory=Gpu)
-    history: History = Field(default_factory=History)
-    diagnose: Diagnose = Field(default_factory=Diagnose)
+    smoke: Smoke = Field(default_factory=Smoke, description="A short job before the sweep that proves the set-up works.")
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint, description="Primus checkpoint save and resume test.")
+    loss_curve: LossCurve = Field(default_factory=LossCurve, description="Loss trend gate: a least-squares slope over sampled steps.")
+    convergence: Convergence = Field(default_factory=Convergence, description="Final loss judged against a target.")
+    scaling_baseline: ScalingBaseline = Field(default_factory=ScalingBaseline,
+                                              description="Reference throughput for multi-node scaling efficiency.")
+    sweep: Sweep = Field(default_factory=Sweep, description="The combos to train, each a sweep cell.")
+    watch: Watch = Field(default_factory=Watch, description="How the training logs are watched.")
+    gpu: Gpu = Field(default_factory=Gpu, description="Commands that check the GPUs on a node.")
+    history: History = Field(default_factory=History, description="The run history database.")
+    diagnose: Diagnose = Field(default_factory=Diagnose, description="Finding the bad node of a failed distributed run.")
 
     @field_validator("gpu_name", mode="before")
     @classmethod

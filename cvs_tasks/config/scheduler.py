@@ -23,16 +23,16 @@ class SchedulerSpec(BaseModel):
     name: Literal["slurm"] = Field(description="The scheduler; only slurm is known.")
     nodes: int | None = Field(None, ge=1, le=4096, description="How many nodes to request (default: the "
                                                                "node_dict size, or all of SLURM_JOB_ID's).")
-    partition: str | None = None
-    account: str | None = None
-    reservation: str | None = None
+    partition: str | None = Field(None, description="Slurm partition (salloc --partition).")
+    account: str | None = Field(None, description="Slurm account (salloc --account).")
+    reservation: str | None = Field(None, description="Slurm reservation (salloc --reservation).")
     time: str | None = Field(None, description="Time limit of a requested allocation, e.g. 00:30:00.")
     nodelist: str | None = Field(None, description="Nodes to request, e.g. gpu[01-04] (salloc --nodelist).")
     exclude: str | None = Field(None, description="Nodes never to use (salloc --exclude).")
     container: Literal["docker", "pyxis", "none"] = Field(
         "docker", description="docker run on each node, pyxis (srun --container-image) or none (on the node).")
     job_id: str | None = Field(None, description="Attach to this running allocation (default: $SLURM_JOB_ID).")
-    job_name: str = "cvs-tasks"
+    job_name: str = Field("cvs-tasks", description="Name of a requested allocation.")
     allocation_wait_s: int = Field(300, ge=1, le=86400,
                                    description="How long to wait for a requested allocation to start.")
     slurm_conf: str | None = Field(None, description="SLURM_CONF for the client commands (default: Slurm's own).")

@@ -1,12 +1,18 @@
-"""The packaged templates (`configs/`, `thresholds/`, `cluster/` at the repo root): list and copy."""
+"""The packaged templates (`configs/`, `thresholds/`, `cluster/` at the repo root): list and copy.
+
+Templates are kept as JSON only; each is also offered as annotated TOML (`annotate`), generated
+when copied, so the two formats can never drift apart.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cvs_tasks.config.annotate import annotated_toml
 from cvs_tasks.config.errors import did_you_mean
 from cvs_tasks.config.thresholds import REPO_ROOT
 from cvs_tasks.errors import BadInput
@@ -16,6 +22,9 @@ TEMPLATE_DIRS: dict[str, Path] = {
     "threshold": REPO_ROOT / "thresholds",
     "cluster": REPO_ROOT / "cluster",
 }
+
+FORMATS = ("json", "toml")
+"""Every template is offered in each of these (TOML generated from the JSON, with comments)."""
 
 SHARED_PREFIXES = {"mi3xx": ("mi300x", "mi325x")}
 """Config name prefixes shared by several GPU SKUs, each with its own threshold files."""
@@ -58,9 +67,11 @@ def thresholds_for(config_name: str, thresholds_dir: Path | None) -> list[str]:
 
 
 def find_template(name: str, dirs: dict[str, Path] | None = None) -> Template:
-    """A template by file name; `configs/x.json` or `training/megatron/x.json` also work."""
+    """A template by file name; `configs/x.json`, `training/megatron/x.json` or `x.toml` also work."""
     templates = list_templates("", dirs)
     wanted = Path(name).name
+    if wanted.lower().endswith(".toml"):
+        wanted = wanted[:-5] + ".json"
     for template in templates:
         if template.name == wanted:
             return template
@@ -75,22 +86,41 @@ def copy_template(
     with_thresholds: bool = False,
     overwrite: bool = False,
     dirs: dict[str, Path] | None = None,
+    fmt: str | None = None,
 ) -> list[Path]:
     """Copy a template to `output` (a file path, or an existing folder); with `with_thresholds`, its
-    threshold files go next to it. Returns the paths written. Never overwrites unless asked."""
+    threshold files go next to it. `fmt` "toml" writes annotated TOML (default: the output's
+    suffix, else JSON). Returns the paths written. Never overwrites unless asked."""
     template = find_template(name, dirs)
     into_folder = str(output).endswith(("/", "\\"))
     output = Path(output).expanduser()
-    target = output / template.name if into_folder or output.is_dir() else output
-    plan = [(template.path, target)]
+    folder = into_folder or output.is_dir()
+    fmt = fmt or ("toml" if not folder and output.suffix.lower() == ".toml" else "json")
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    target = output / _named(template.name, fmt) if folder else output
+    plan = [(template, target)]
     if with_thresholds:
-        thresholds_dir = (dirs or TEMPLATE_DIRS)["threshold"]
-        plan += [(thresholds_dir / t, target.parent / t) for t in template.thresholds]
+        for t in template.thresholds:
+            plan.append((find_template(t, dirs), target.parent / _named(t, fmt)))
     existing = [dst for _, dst in plan if dst.exists()]
     if existing and not overwrite:
         raise BadInput("not overwriting existing file(s): " + ", ".join(str(p) for p in existing)
                        + " (pass --force to replace them)")
     target.parent.mkdir(parents=True, exist_ok=True)
     for src, dst in plan:
-        shutil.copyfile(src, dst)
+        if fmt == "toml":
+            dst.write_text(template_toml(src), encoding="utf-8")
+        else:
+            shutil.copyfile(src.path, dst)
     return [dst for _, dst in plan]
+
+
+def template_toml(template: Template) -> str:
+    """The annotated TOML form of a packaged template."""
+    raw = json.loads(template.path.read_text(encoding="utf-8"))
+    return annotated_toml(raw, template.kind, f"{template.path.parent.name}/{template.name}")
+
+
+def _named(name: str, fmt: str) -> str:
+    return str(Path(name).with_suffix("." + fmt))

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cvs_tasks.config.errors import Problem, did_you_mean, join_path
 from cvs_tasks.config.models import Number
-from cvs_tasks.config.files import read_json_object
+from cvs_tasks.config.files import read_object
 from cvs_tasks.config.placeholders import strip_comments
 from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
 from cvs_tasks.config.validation import validate_model
@@ -23,20 +23,23 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 THRESHOLDS_DIR = REPO_ROOT / "thresholds"
 
 Kind = Literal["min", "max", "max_ms", "min_tok_s", "within", "min_ratio", "info", "baseline"]
-KNOWN_METRICS = (
-    "training.throughput_per_gpu",
-    "training.tokens_per_gpu",
-    "training.elapsed_time_per_iteration",
-    "training.mem_usage",
-    "training.scaling_efficiency_pct",
-    "training.steps_to_target",
-    "training.time_to_target_seconds",
-    "training.step_time_p50_ms",
-    "training.step_time_p95_ms",
-    "training.lm_loss",
-    "training.grad_norm",
-    "training.tflops_recomputed",
-)
+METRIC_NOTES = {
+    "training.throughput_per_gpu": "TFLOP/s per GPU: harmonic mean of the steady-state steps.",
+    "training.tokens_per_gpu": "Tokens per second per GPU: harmonic mean of the steady-state steps.",
+    "training.elapsed_time_per_iteration": "Step time in ms: mean of the steady-state steps.",
+    "training.mem_usage": "GPU memory in use, ratio 0-1 (ROCm 'mem usages:', Primus hip usage_ratio). "
+                          "Primus: recorded, not gated by an optional spec; write optional = false to gate it.",
+    "training.scaling_efficiency_pct": "Multi-node scaling efficiency in % against scaling_baseline (distributed only).",
+    "training.steps_to_target": "First step whose loss reached convergence.target_value.",
+    "training.time_to_target_seconds": "Training seconds until that step.",
+    "training.step_time_p50_ms": "Median step time in ms.",
+    "training.step_time_p95_ms": "95th percentile step time in ms.",
+    "training.lm_loss": "Language-model loss.",
+    "training.grad_norm": "Gradient norm.",
+    "training.tflops_recomputed": "TFLOP/s per GPU recomputed from tokens/s with the harness's FLOPs formula.",
+}
+"""Every metric a threshold cell may name, with what it measures (annotated TOML templates)."""
+KNOWN_METRICS = tuple(METRIC_NOTES)
 
 
 class ThresholdSpec(BaseModel):
@@ -44,13 +47,15 @@ class ThresholdSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    kind: Kind
-    value: Number | None = None
-    optional: bool = False
-    tolerance_pct: Number | None = None
-    reference: str | None = None
-    runs: int | None = None  # baseline: median of the last `runs` PASS runs (default 5)
-    min_runs: int | None = None  # baseline: RECORD until the history holds this many (default 3)
+    kind: Kind = Field(description="min / min_tok_s: fail below value; max / max_ms: fail above value; within: "
+                                   "value +/- tolerance_pct; min_ratio: actual / reference below value fails; "
+                                   "info: recorded, never gated; baseline: against the median of past runs.")
+    value: Number | None = Field(None, description="The bound, in the metric's unit.")
+    optional: bool = Field(False, description="true: a metric the backend does not produce is SKIPPED, not FAIL.")
+    tolerance_pct: Number | None = Field(None, description="within / baseline: allowed distance in percent.")
+    reference: str | None = Field(None, description="min_ratio: the metric to divide by.")
+    runs: int | None = Field(None, description="baseline: median of the last this many PASS runs (default 5).")
+    min_runs: int | None = Field(None, description="baseline: RECORD until the history holds this many (default 3).")
 
     @model_validator(mode="after")
     def _needs(self) -> "ThresholdSpec":
@@ -83,7 +88,7 @@ Thresholds = dict[str, dict[str, ThresholdSpec]]
 
 def load_threshold_file(path: Path) -> tuple[Thresholds, bytes, list[Problem], list[str]]:
     """(cells, raw bytes, problems, warnings). Unreadable files raise ConfigError naming the file."""
-    raw, data = read_json_object(path, "threshold")
+    raw, data = read_object(path, "threshold")
     cells: Thresholds = {}
     problems: list[Problem] = []
     warnings: list[str] = []
@@ -129,7 +134,7 @@ def find_threshold_file(
 ) -> tuple[Path | None, str | None]:
     """(the threshold file, None) or (None, what went wrong). Pure apart from existence checks.
 
-    A non-empty `threshold_json` is a path: absolute, or relative to the config's folder, then to
+    A non-empty `threshold_json` is a path (JSON or TOML): absolute, or relative to the config's folder, then to
     each of `search_dirs` (default: the repo's `thresholds/`). An empty one means the single
     `*threshold.json` next to the config, or the SKU-named file for this config.
     """
@@ -143,19 +148,22 @@ def find_threshold_file(
                 return candidate, None
         return None, "threshold file not found; tried " + ", ".join(str(t) for t in tried)
     expected = expected_threshold_name(config_path, gpu_name)
-    beside = sorted(config_dir.glob("*threshold.json"))
+    named = [expected, str(Path(expected).with_suffix(".toml"))] if expected else []
+    beside = sorted(p for pattern in ("*threshold.json", "*threshold.toml") for p in config_dir.glob(pattern))
     if len(beside) == 1:
         return beside[0], None
-    if expected and config_dir / expected in beside:
-        return config_dir / expected, None
+    for name in named:
+        if config_dir / name in beside:
+            return config_dir / name, None
     if beside:
         names = ", ".join(p.name for p in beside)
         return None, f"is empty and several threshold files sit next to the config ({names}); name one here"
     for directory in dirs[1:]:
-        if expected and (directory / expected).is_file():
-            return directory / expected, None
+        for name in named:
+            if (directory / name).is_file():
+                return directory / name, None
     looked = f" or {expected} in {', '.join(str(d) for d in dirs[1:])}" if expected else ""
-    return None, f"is empty and no *threshold.json file sits next to the config{looked}; set threshold_json"
+    return None, f"is empty and no *threshold.json (or .toml) file sits next to the config{looked}; set threshold_json"
 
 
 def threshold_candidates(config_path: Path, search_dirs: list[Path] | None = None) -> list[str]:
@@ -165,5 +173,6 @@ def threshold_candidates(config_path: Path, search_dirs: list[Path] | None = Non
         return []
     rest = stem.split("_", 1)[1]
     dirs = [config_path.resolve().parent] + (search_dirs if search_dirs is not None else [THRESHOLDS_DIR])
-    names = {p.name for d in dirs if d.is_dir() for p in d.glob(f"*_{rest}_threshold.json")}
+    names = {p.name for d in dirs if d.is_dir() for ext in ("json", "toml")
+             for p in d.glob(f"*_{rest}_threshold.{ext}")}
     return sorted(names)

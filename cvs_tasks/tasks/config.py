@@ -20,7 +20,7 @@ def list_(c, filter=""):
             print(f"no packaged template matches {filter!r}")
         for template in templates:
             extra = f"  (thresholds: {', '.join(template.thresholds)})" if template.thresholds else ""
-            print(f"{template.kind:9}  {template.name}{extra}")
+            print(f"{template.kind:9}  {template.name}  [{'|'.join(cfg.TEMPLATE_FORMATS)}]{extra}")
 
 
 @task(
@@ -30,19 +30,20 @@ def list_(c, filter=""):
         "output": "Where to write it: a file path, or an existing folder.",
         "with_thresholds": "Also copy the template's threshold file(s) next to it.",
         "force": "Replace files that already exist.",
+        "format": "json or toml (annotated: a comment explains each field); default: the output's suffix, else json.",
     },
 )
-def copy(c, name, output, with_thresholds=False, force=False):
+def copy(c, name, output, with_thresholds=False, force=False, format=None):
     """Copy a packaged template to edit: then replace every <changeme> and run config.validate."""
     with user_errors():
-        for path in cfg.copy_template(name, output, with_thresholds=with_thresholds, overwrite=force):
+        for path in cfg.copy_template(name, output, with_thresholds=with_thresholds, overwrite=force, fmt=format):
             print(f"wrote {path}")
 
 
 @task(
     help={
-        "config": "Suite config JSON to check.",
-        "cluster": "Cluster JSON (hosts); enables the host-count checks and {user-id} from its username.",
+        "config": "Suite config (JSON or TOML) to check.",
+        "cluster": "Cluster file (JSON or TOML, hosts); enables the host-count checks and {user-id} from its username.",
     }
 )
 def validate(c, config, cluster=None):
