@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from cvs_tasks import metrics as m
+from cvs_tasks.judge.convergence import convergence_row
+from cvs_tasks.judge.memory import explain, ungated_specs
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 
@@ -36,8 +38,10 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
     if skipped:
         return skipped
     cfg = session.config
-    cell = session.plan.suite.thresholds.get(combo.cell)
-    rows = judged_rows(session, combo.id, actual_metrics(data), cell)
+    cell, recorded_only = ungated_specs(session.plan.suite.thresholds.get(combo.cell), session.plan.backend)
+    rows = explain(judged_rows(session, combo.id, actual_metrics(data), cell), recorded_only)
+    converged = convergence_row(data.get("convergence"), cfg.enforce_thresholds)
+    rows += [converged] if converged else []
     failed = [r for r in rows if r.status == "FAIL"]
     record = StageRecord(stage="metric", combo=combo.id, status="FAIL" if failed else "PASS", metrics=rows)
     if failed:

@@ -93,7 +93,7 @@ class LineFacts:
             self.primus_world = self.primus_world or int(m.group(1))
             self.primus_evidence = True
             return True
-        m = _VALIDATION.search(line) if "validation" in lower else None
+        m = _VALIDATION.search(line) if "validation" in lower and "on test set" not in lower else None
         if m:
             value = _number(m.group(2))
             if value is not None and len(m.group(1)) <= 18:

@@ -1,4 +1,4 @@
-"""Loss-curve trend and convergence: pure functions over parsed iterations.
+"""Loss-curve trend: pure functions over parsed iterations (convergence is judged in ``judge``).
 
 Sampling keeps, among steady-state iterations (step > warm-up cutoff, see ``aggregate``) that
 printed a finite loss, every step divisible by ``sample_every`` (values <= 0 mean 1), every
@@ -70,26 +70,3 @@ def fit_loss_curve(points: Sequence[tuple[int, float]], max_slope: float) -> Los
     detail = (f"slope {slope:.6g} per step over {n} points (loss {v0:.4g}@{s0} -> {v1:.4g}@{s1}); "
               f"{'below' if decreasing else 'not below'} max_slope {max_slope:g}")
     return LossCurveResult(slope, n, pts, decreasing, detail)
-
-
-def convergence(iterations, target_value: float) -> tuple[int, float] | None:
-    """(step, seconds) at which the loss first reached ``target_value``; None if never / disabled.
-
-    Seconds add up each logged step time times the steps it stands for (the gap to the
-    previous logged step; the first logged step stands for min(step, gap to the next one)), so
-    ``--log-interval`` > 1 is counted right.
-    """
-    if target_value is None or not target_value > 0:
-        return None
-    rows = [it for it in _iterations(iterations)]
-    seconds = 0.0
-    for i, it in enumerate(rows):
-        if i == 0:
-            span = min(it.step, rows[1].step - it.step) if len(rows) > 1 else 1
-        else:
-            span = it.step - rows[i - 1].step
-        if _finite(it.elapsed_ms):
-            seconds += it.elapsed_ms * max(span, 1) / 1000.0
-        if _finite(it.loss) and it.loss <= target_value:
-            return it.step, seconds
-    return None

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from cvs_tasks.metrics import (
-    Iteration, checkpoint_continuity, checkpoint_io_times, convergence, fit_loss_curve, is_stalled,
+    Iteration, checkpoint_continuity, checkpoint_io_times, fit_loss_curve, is_stalled,
     last_checkpoint_step, losses_by_step, parse_file, sample_curve, scaling_efficiency, warmup_cutoff,
 )
 from cvs_tasks.metrics.flops import flops_per_token, model_dims
@@ -34,18 +34,6 @@ def test_not_enough_points(points):
     result = fit_loss_curve(points, 0.0)
     assert result.slope is None and result.decreasing is None and not result.enough_points
     assert "not enough points" in result.detail
-
-
-def test_convergence_reference_example():
-    rows = [it(1, 12.2, 9000.0)] + [it(s, 12.2 - 0.3 * (s - 1), 500.0) for s in range(2, 21)]
-    step, seconds = convergence(rows, 7.0)
-    assert step == 19 and seconds == pytest.approx(9.0 + 18 * 0.5)
-    assert convergence(rows, 0) is None and convergence(rows, 1.0) is None
-
-
-def test_convergence_counts_log_interval():
-    rows = [it(10, 9.0, 1000.0), it(20, 8.0, 1000.0), it(30, 6.0, 1000.0)]
-    assert convergence(rows, 7.0) == (30, 30.0)
 
 
 def test_scaling_efficiency_uses_tokens():
