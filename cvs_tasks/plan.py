@@ -120,6 +120,15 @@ def check_runtime_settings(suite: Suite) -> None:
     container_spec(suite.config.container)
 
 
+def check_plan_ready(plan: RunPlan) -> None:
+    """Multi-node settings and the HF token a gated tokenizer needs (``config.readiness``), exit 2."""
+    from cvs_tasks.config.readiness import check_ready
+
+    scheduled = plan.cluster.scheduler is not None
+    hosts = None if scheduled else [(h.name, h.address) for h in plan.hosts]
+    check_ready(plan.suite, hosts, plan.distributed, str(plan.cluster.path), scheduled=scheduled)
+
+
 # scheduler.container -> the suite's container.runtime.name it goes with
 SCHEDULED_RUNTIME = {"docker": "docker", "none": "host", "pyxis": "pyxis"}
 # runtimes whose job processes share the node's process table (no pid namespace of their own)

@@ -16,7 +16,6 @@ from cvs_tasks.config.redact import redact
 
 SuiteKind = Literal["single", "distributed"]
 BACKEND_LABELS = {"megatron": "Megatron-LM", "primus": "Primus"}
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def guess_suite_kind(config_path: Path, host_count: int | None) -> tuple[SuiteKind, list[str]]:
@@ -37,12 +36,7 @@ def distributed_warnings(suite: Suite, kind: SuiteKind) -> list[str]:
     """Settings a multi-node run needs that a single-node config can leave out."""
     if kind != "distributed":
         return []
-    env = suite.config.container.env
-    notes = []
-    if env.get("MASTER_ADDR", "").strip() in ("", *_LOOPBACK):
-        notes.append("container.env.MASTER_ADDR should be the first host's address for a distributed run")
-    if suite.backend == "megatron" and not env.get("NCCL_IB_HCA"):
-        notes.append("container.env.NCCL_IB_HCA is not set; NCCL will pick RDMA devices itself")
+    notes = []  # MASTER_ADDR, the interfaces and NCCL_IB_HCA are refused before a run (config.readiness)
     if suite.config.checkpoint.enforce and not suite.config.checkpoint.checkpoint_dir:
         notes.append("checkpoint.checkpoint_dir must be set (shared storage) for a distributed checkpoint test")
     return notes

@@ -24,7 +24,7 @@ from cvs_tasks.config.placeholders import map_strings
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
-from cvs_tasks.plan import RunPlan, make_plan
+from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan
 from cvs_tasks.run import RunDir
 from cvs_tasks.run.rundir import check_run_flag
 from cvs_tasks.run.events import Message, ignore
@@ -191,6 +191,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
         run = None
     redactor = read_secrets(plan)  # before anything is written: the manifest is redacted too
     if run is None:
+        check_plan_ready(plan)  # a new run: refuse what would only fail once the jobs start
         run = _create_run(req, root, plan, suite_flag, redactor)
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
                       redactor=redactor)

@@ -7,7 +7,8 @@ import json
 from invoke import Collection, task
 
 from cvs_tasks import config as cfg
-from cvs_tasks.plan import check_runtime_settings, make_plan
+from cvs_tasks.config.readiness import check_ready
+from cvs_tasks.plan import check_plan_ready, check_runtime_settings, make_plan, suite_from_name
 from cvs_tasks.tasks._common import user_errors
 
 
@@ -51,8 +52,10 @@ def validate(c, config, cluster=None):
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
         suite = cfg.load_suite(config, loaded_cluster)
-        if loaded_cluster is not None:  # the same suite/host-count refusal as a run
-            make_plan(suite, loaded_cluster)
+        if loaded_cluster is not None:  # the same suite/host-count and readiness refusals as a run
+            check_plan_ready(make_plan(suite, loaded_cluster))
+        else:
+            check_ready(suite, None, suite_from_name(suite.config_path.name) == "distributed")
         check_runtime_settings(suite)
         print(format_summary(cfg.describe_suite(suite, loaded_cluster)))
 

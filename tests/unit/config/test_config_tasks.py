@@ -28,7 +28,9 @@ def test_namespace_has_the_five_tasks_with_help():
 def test_validate_prints_the_resolved_suite_and_exits_0(suite_files, capsys, tmp_path):
     cluster = tmp_path / "cluster.json"
     cluster.write_text(json.dumps({"username": "u", "priv_key_file": None, "node_dict": {"localhost": {}}}))
-    config_tasks.validate(Context(), config=str(suite_files()), cluster=str(cluster))
+    config = minimal_config()
+    config["train_params"]["tokenizer_model"] = "deepseek-ai/DeepSeek-V2-Lite"  # not gated: the token is optional
+    config_tasks.validate(Context(), config=str(suite_files(config)), cluster=str(cluster))
     out = capsys.readouterr().out
     assert "suite      single (Megatron-LM, MI300X x 8)" in out
     assert "hosts      1: localhost (local)" in out
@@ -40,10 +42,33 @@ def test_validate_prints_the_resolved_suite_and_exits_0(suite_files, capsys, tmp
 def test_validate_guesses_distributed_from_hosts(suite_files, capsys, tmp_path):
     cluster = tmp_path / "cluster.json"
     cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": ["10.0.0.1", "10.0.0.2"]}))
-    config_tasks.validate(Context(), config=str(suite_files(name="suite.json")), cluster=str(cluster))
+    config = minimal_config(paths={**minimal_config()["paths"], "hf_token_file": str(write_token(tmp_path))})
+    config["container"]["env"].update(MASTER_ADDR="10.0.0.1", NCCL_SOCKET_IFNAME="ens1", GLOO_SOCKET_IFNAME="ens1",
+                                      NCCL_IB_HCA="bnxt_re0")
+    config_tasks.validate(Context(), config=str(suite_files(config, name="suite.json")), cluster=str(cluster))
     out = capsys.readouterr().out
     assert "suite      distributed" in out
-    assert "MASTER_ADDR should be the first host's address" in out
+
+
+def test_validate_refuses_a_distributed_run_that_could_not_start_listing_every_problem(suite_files, tmp_path):
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": ["10.0.0.1", "10.0.0.2"]}))
+    config = minimal_config(paths={**minimal_config()["paths"], "hf_token_file": str(tmp_path / "missing")})
+    config["container"]["env"]["MASTER_ADDR"] = "127.0.0.1"
+    with pytest.raises(Exit) as info:
+        config_tasks.validate(Context(), config=str(suite_files(config, name="suite.json")), cluster=str(cluster))
+    assert info.value.code == 2
+    message = info.value.message
+    for where in ("container.env.NCCL_SOCKET_IFNAME", "container.env.GLOO_SOCKET_IFNAME", "container.env.NCCL_IB_HCA",
+                  "container.env.MASTER_ADDR: 127.0.0.1 is not one of the hosts", "paths.hf_token_file"):
+        assert where in message
+    assert "suite.json" in message and "meta-llama/Llama-3.1-8B" in message
+
+
+def write_token(tmp_path):
+    path = tmp_path / "hf_token"
+    path.write_text("hf_test_token\n")
+    return path
 
 
 def test_validate_refuses_a_single_config_on_two_hosts_as_the_run_does(suite_files, tmp_path):
@@ -108,7 +133,7 @@ def test_invoke_cli_exit_status(suite_files, tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "gpu_name: must be one of" in run.stderr and "Traceback" not in run.stderr
-    good = suite_files()
+    good = suite_files(minimal_config(paths={**minimal_config()["paths"], "hf_token_file": str(write_token(tmp_path))}))
     run = subprocess.run([sys.executable, "-m", "invoke", "config.validate", "--config", str(good)],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
