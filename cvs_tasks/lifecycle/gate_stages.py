@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from cvs_tasks import metrics as m
 from cvs_tasks.judge.convergence import convergence_row
 from cvs_tasks.judge.memory import explain, ungated_specs
+from cvs_tasks.judge.reference import with_reference_rows
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 
@@ -40,6 +41,7 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
     cfg = session.config
     cell, recorded_only = ungated_specs(session.plan.suite.thresholds.get(combo.cell), session.plan.backend)
     rows = explain(judged_rows(session, combo.id, actual_metrics(data), cell), recorded_only)
+    rows = with_reference_rows(rows, data.get("reference_metrics"), m.unit_for)
     converged = convergence_row(data.get("convergence"), cfg.enforce_thresholds)
     rows += [converged] if converged else []
     failed = [r for r in rows if r.status == "FAIL"]

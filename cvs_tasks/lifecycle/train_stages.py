@@ -8,6 +8,7 @@ import math
 from cvs_tasks import metrics as m
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.judge.convergence import judge_convergence
+from cvs_tasks.judge.reference import reference_numbers
 from cvs_tasks.lifecycle.jobrun import JobResult, run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
@@ -119,6 +120,9 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         data["scaling_efficiency_pct"] = m.scaling_efficiency(
             tokens, session.plan.nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
         )
+    facts = getattr(parser, "facts", None)
+    data["reference_metrics"] = reference_numbers(iterations, dict(getattr(facts, "launcher_summary", None) or {}),
+                                                  parser.dialect or session.plan.backend)
     eval_losses = dict(getattr(getattr(parser, "facts", None), "eval_losses", None) or {})
     data["eval_losses"] = [[s, v] for s, v in sorted(eval_losses.items()) if math.isfinite(v)]
     conv = judge_convergence([(s[0], s[1], s[4]) for s in data["steps"]], eval_losses,
