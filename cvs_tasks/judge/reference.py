@@ -47,13 +47,14 @@ def reference_numbers(iterations: Sequence[Any], summary: Mapping[str, float],
 
 def _megatron(iterations: Sequence[Any], summary: Mapping[str, float], metric: str) -> dict[str, Any]:
     label = SUMMARY_LABELS[metric]
+    printed = label.replace("gpu", "GPU")  # as the launcher prints it
     if _finite(summary.get(label)):
-        return {"value": float(summary[label]), "how": f"launcher summary line '{label}:'"}
+        return {"value": float(summary[label]), "how": f"launcher summary line '{printed}:'"}
     field = STEP_FIELDS.get(metric)
     values = [getattr(it, field) for it in iterations] if field else []
     values = [float(v) for v in values if _finite(v)]
     if not values:
-        return {"value": None, "how": f"no '{label}:' summary line and no per-step value"}
+        return {"value": None, "how": f"no '{printed}:' summary line and no per-step value"}
     used = values[1:] if len(values) > 1 else values
     return {"value": sum(used) / len(used),
             "how": f"mean of {len(used)} logged steps after the first (no summary line)"}

@@ -50,6 +50,16 @@ def test_demo_passes_and_writes_every_report_file(reports):
     training = res.record("training", combos()[0])
     assert training["data"]["metrics"]["training.throughput_per_gpu"] > 0
     assert (res.run_dir / training["nodes"][0]["log"]).is_file()
+    rows = {m["name"]: m for m in res.test(f"test_metric[{combos()[0]}]")["metrics"]}
+    final = rows["training.final_loss"]  # convergence: the final loss against target_value 5.0
+    assert final["status"] == "PASS" and final["value"] <= 5.0 and final["expected"] == "<= 5"
+    assert rows["training.steps_to_target"]["value"] <= 20
+    names = list(rows)  # the reference's aggregation right after ours, recorded only
+    ours = names.index("training.throughput_per_gpu")
+    assert names[ours + 1] == "training.throughput_per_gpu (ROCm CVS)"
+    assert rows["training.throughput_per_gpu (ROCm CVS)"]["status"] == "RECORD"
+    html = (res.run_dir / "report.html").read_text()
+    assert "final_loss" in html and "throughput_per_gpu (ROCm CVS)" in html
 
 
 def test_ad_hoc_chain_reuses_the_run_and_skips_what_is_done(reports):
@@ -92,6 +102,28 @@ def test_a_fault_fails_only_its_combo_with_the_signature(reports, tmp_path):
     assert res.record("training", healthy)["status"] == "PASS"
     assert res.record("teardown")["status"] == "PASS"
     assert res.results()["verdict"] == "FAIL"
+
+
+def test_a_final_loss_above_the_target_fails_the_metric_stage(reports, tmp_path):
+    cfg = edited_config(DEMO, tmp_path, lambda c: c["convergence"].update(target_value=1.0))
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(LOCAL), reports=reports)
+    assert res.code == 1, res.out + res.err
+    metric = res.record("metric", combos()[0])
+    assert metric["status"] == "FAIL" and "training.final_loss: final training loss" in metric["reason"]
+    assert "is above the target 1; never reached" in metric["reason"]
+
+
+def test_the_demo_as_annotated_toml_runs_the_same(reports, tmp_path):
+    from cvs_tasks.config.annotate import annotated_toml
+
+    cfg = json.loads(edited_config(DEMO, tmp_path, lambda c: None).read_text())
+    toml_config = tmp_path / "demo_host.toml"
+    toml_config.write_text(annotated_toml(cfg, "config"))
+    toml_cluster = tmp_path / "localhost.toml"
+    toml_cluster.write_text(annotated_toml(json.loads(LOCAL.read_text()), "cluster"))
+    res = run_invoke("all", "--config", str(toml_config), "--cluster", str(toml_cluster), reports=reports)
+    assert res.code == 0, res.out + res.err
+    assert json.loads((res.run_dir / "run.json").read_text())["combos"] == combos()
 
 
 def test_a_gate_set_too_high_fails_with_the_metric_named(reports, tmp_path):

@@ -20,7 +20,7 @@ def it(step, ms, tf=None, mem=None, tf_avg=None, ms_avg=None, tok_avg=None):
 def test_megatron_uses_the_launcher_summary_lines_as_the_reference_does():
     parser = parse_file(LOGS / "megatron_rocm_fork.log")
     ref = reference_numbers(list(parser.iterations.values()), parser.facts.launcher_summary, "megatron")
-    assert ref["training.throughput_per_gpu"] == {"value": 429.4, "how": "launcher summary line 'throughput per gpu:'"}
+    assert ref["training.throughput_per_gpu"] == {"value": 429.4, "how": "launcher summary line 'throughput per GPU:'"}
     assert ref["training.elapsed_time_per_iteration"]["value"] == 17671.55
     assert ref["training.tokens_per_gpu"]["value"] == 7416.7
     assert ref["training.mem_usage"]["value"] == 0.8731
