@@ -105,6 +105,11 @@ def load_threshold_file(path: Path) -> tuple[Thresholds, bytes, list[Problem], l
         specs: dict[str, ThresholdSpec] = {}
         for metric, spec_data in cell.items():
             metric_where = join_path(where, metric)
+            if metric == "training" and isinstance(spec_data, dict):
+                problems.append((metric_where, "a table named 'training': in TOML quote the metric name, "
+                                 '"training.throughput_per_gpu" = {kind = "min", value = 400} '
+                                 "(an unquoted dotted key makes nested tables)"))
+                continue
             if not metric.startswith("training."):
                 problems.append((metric_where, "metric names start with 'training.'"
                                  f"{did_you_mean('training.' + metric, KNOWN_METRICS)}"))

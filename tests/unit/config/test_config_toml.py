@@ -173,3 +173,11 @@ def test_copy_format_toml_writes_annotated_files_that_load_once_filled(tmp_path)
     assert suite.threshold_path == written[1] and suite.combos
     by_name = copy_template("mi355x_megatron_llama-3.1-8b_single.toml", tmp_path / "x.toml")
     assert tomllib.loads(by_name[0].read_text()) == tomllib.loads(written[0].read_text())
+
+
+def test_an_unquoted_dotted_metric_name_in_toml_is_explained(tmp_path):
+    path = tmp_path / "x_threshold.toml"
+    path.write_text('["MBS=4,GBS=128,PRECISION=FP8"]\ntraining.throughput_per_gpu = {kind = "min", value = 400}\n')
+    _, _, problems, _ = load_threshold_file(path)
+    [(where, message)] = problems
+    assert where == '["MBS=4,GBS=128,PRECISION=FP8"].training' and "quote the metric name" in message
