@@ -7,6 +7,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from config_helpers import FP8, fill_template, minimal_config, minimal_thresholds, write_json
 from cvs_tasks.config import (
@@ -181,3 +183,19 @@ def test_an_unquoted_dotted_metric_name_in_toml_is_explained(tmp_path):
     _, _, problems, _ = load_threshold_file(path)
     [(where, message)] = problems
     assert where == '["MBS=4,GBS=128,PRECISION=FP8"].training' and "quote the metric name" in message
+
+TOML_BITS = st.sampled_from(['[a]', '[[a]]', 'a = ', '"x"', "'y'", '1', '1.5', 'nan', 'inf', '-0', 'true', '{', '}',
+                             '[', ']', ',', '=', '.', '\n', ' ', '#c', '1979-05-27', '07:32:00', '"""', 'b.c',
+                             '"MBS=4,GBS=128,PRECISION=FP8"', '\\u0000', '0x1F', '1e999'])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(TOML_BITS, max_size=40).map("".join))
+def test_any_toml_text_is_a_config_error_or_a_load_never_a_traceback(tmp_path, text):
+    path = tmp_path / "fuzz.toml"
+    path.write_text(text, encoding="utf-8")
+    for load in (load_suite, load_cluster, lambda p: load_threshold_file(p)):
+        try:
+            load(path)
+        except ConfigError as exc:
+            assert str(path) in str(exc)
