@@ -31,6 +31,7 @@ from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
 
 DEFAULT_REPORTS = "reports"
+SHIPPED_CLUSTER = Path("cluster") / "cluster.json"  # the repo's cluster file, edited in place
 
 
 @dataclass
@@ -176,9 +177,15 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     else:
         config, cluster, suite_flag = req.config, req.cluster, req.suite
     if not config:
-        raise BadInput("no config: pass --config <file> (see `invoke config.list`)")
+        raise BadInput("no config: pass --config <file> or set cvs.config in invoke.yaml / INVOKE_CVS_CONFIG "
+                       "(see `invoke config.list`)")
+    if not cluster and SHIPPED_CLUSTER.is_file():
+        cluster = str(SHIPPED_CLUSTER)
+        listener(Message(f"cluster: {SHIPPED_CLUSTER} (the default; --cluster, cvs.cluster in invoke.yaml or "
+                         "INVOKE_CVS_CLUSTER choose another)"))
     if not cluster:
-        raise BadInput("no cluster file: pass --cluster <file> (e.g. cluster/localhost.json)")
+        raise BadInput(f"no cluster file: pass --cluster <file>, set cvs.cluster in invoke.yaml / INVOKE_CVS_CLUSTER, "
+                       f"or write {SHIPPED_CLUSTER} (e.g. from cluster/localhost.json)")
     cluster_obj: Cluster = load_cluster(Path(cluster))
     suite: Suite = load_suite(Path(config), cluster_obj)
     _refuse_placeholders(suite)

@@ -32,7 +32,10 @@ def namespace() -> Collection:
         train,
     )
 
+    from cvs_tasks.tasks._common import INVOKE_DEFAULTS
+
     ns = Collection()
+    ns.configure(INVOKE_DEFAULTS)  # `cvs:` keys invoke.yaml / INVOKE_CVS_* may set
     ns.add_task(lifecycle.all_)
     ns.add_task(lifecycle.demo)
     ns.add_task(bench.bench)

@@ -10,7 +10,7 @@ LAUNCH_HELP = dict(HELP, combo="(chaining) launch only if one of these combos st
 @task(default=True, help=LAUNCH_HELP, iterable=["combo"])
 def launch(c, config=None, cluster=None, run=None, suite=None, combo=None, force=False, dry_run=False, reports_dir=None):
     """Launch and verify the container on all hosts (test_launch_container)."""
-    stage_task("launch_container", request(config, cluster, run, suite, dry_run, force, reports_dir),
+    stage_task("launch_container", request(c, config, cluster, run, suite, dry_run, force, reports_dir),
                combos=combo, only_if_pending=bool(combo))
 
 

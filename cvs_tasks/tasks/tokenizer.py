@@ -9,7 +9,7 @@ from cvs_tasks.tasks._lifecycle import HELP, request, stage_task
 @task(pre=[container.launch], default=True, help=HELP, iterable=["combo"])
 def download(c, config=None, cluster=None, run=None, suite=None, combo=None, force=False, dry_run=False, reports_dir=None):
     """Download tokenizer.model for DeepSeek/Mixtral on Megatron-LM (test_download_tokenizer)."""
-    stage_task("download_tokenizer", request(config, cluster, run, suite, dry_run, force, reports_dir),
+    stage_task("download_tokenizer", request(c, config, cluster, run, suite, dry_run, force, reports_dir),
                only_if_pending=bool(combo), combos=combo)
 
 
