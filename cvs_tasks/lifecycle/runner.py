@@ -83,9 +83,7 @@ def _run_body(session: Session, stage: str, combo: str | None, body: StageBody, 
             stage=stage,
             combo=combo,
             status="SKIPPED",
-            reason=f"skipped: {blocker.name} {blocker.status.lower()}ed ({blocker.reason})"
-            if blocker.status == "FAIL"
-            else f"skipped: {blocker.name} errored ({blocker.reason})",
+            reason=f"skipped: {blocker.name} {'failed' if blocker.status == 'FAIL' else 'errored'}",
         )
         record.data["blocked_by"] = blocker.name
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from cvs_tasks.report.first_failure import first_failure
 from cvs_tasks.run.records import PER_COMBO_STAGES, STAGES, StageRecord, test_name
 from cvs_tasks.run.rundir import RunDir, load_record_file
 
@@ -84,6 +85,7 @@ def build_results(run: RunDir) -> dict[str, Any]:
         "counts": counts,
         "metric_counts": metric_counts,
         "tests": tests,
+        "first_failure": first_failure(tests, run.path),
     }
 
 

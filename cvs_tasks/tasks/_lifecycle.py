@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from invoke import task
 from invoke.exceptions import Exit
 
-from cvs_tasks.lifecycle.flow import RunRequest, interrupt_guard, run_stage, session_for
-from cvs_tasks.lifecycle.runner import Interrupted, exit_status
+from cvs_tasks.lifecycle.flow import RunRequest, container_ready, interrupt_guard, run_stage, session_for
+from cvs_tasks.lifecycle.runner import Interrupted, exit_status, is_done
+from cvs_tasks.run import PER_COMBO_STAGES
 from cvs_tasks.tasks._common import configured, user_errors
 
 HELP = {
@@ -39,27 +41,60 @@ def listener():
     return make_console_listener()
 
 
-def stage_task(stage: str, req: RunRequest, combos: Sequence[str] | None = None, *, only_if_pending: bool = False) -> None:
-    """Run one lifecycle stage for the resolved run; exit with the stage's status."""
+def lifecycle_task(stage: str, **options):
+    """``@task`` for a lifecycle stage; the stage id lets pre-tasks know whom they serve."""
+
+    def wrap(body):
+        made = task(**options)(body)
+        made.cvs_stage = stage
+        return made
+
+    return wrap
+
+
+def stage_task(c, stage: str, req: RunRequest, combos: Sequence[str] | None = None) -> None:
+    """Run one lifecycle stage for the resolved run; exit with the stage's status.
+
+    Combos are checked before anything runs. As a pre-task (``c.cvs_needed_by``) the stage runs
+    only if the task the user named still has work (``needs_work``); `invoke container --combo X`
+    keeps its meaning: launch only if X still has to train. A direct stage that leaves the
+    container up says so: the next command reuses it and `invoke teardown` removes it."""
+    needed_by = getattr(c, "cvs_needed_by", None)
+    if needed_by is None and combos and stage in ("launch_container", "download_tokenizer"):
+        needed_by = ("training", False)
     with user_errors():
         events = listener()
         with events:
             session = session_for(req, events)
-            if only_if_pending and not _pending_training(session, combos):
+            for combo in combos or ():
+                session.plan.combo(combo)  # an unknown combo is refused before any remote command
+            if needed_by is not None and not needs_work(session, needed_by, combos):
                 return
             try:
                 with interrupt_guard(session):
                     records = run_stage(session, stage, combos)
             except Interrupted:
                 raise Exit(message="interrupted", code=130) from None
+            if needed_by is None and stage != "teardown" and not session.dry_run and container_ready(session):
+                session.say(f"the container stays up on {len(session.plan.hosts)} node(s) for the next command; "
+                            "`invoke teardown` removes it")
         code = exit_status(records)
         if code:
             raise Exit(code=code)
 
 
-def _pending_training(session, combos: Sequence[str] | None) -> bool:
-    """As a pre-task of train/metric/loss: is there a selected combo still to train?"""
-    from cvs_tasks.lifecycle.runner import is_done
+def needs_work(session, needed_by: tuple[str | None, bool], combos: Sequence[str] | None) -> bool:
+    """Does the named task (stage, forced) have anything left to do for these combos?
 
-    selected = list(combos) if combos else session.plan.combo_ids
-    return any(not is_done(session.run.read_record("training", c)) for c in selected)
+    metric and loss read training records: they need work only where training is not recorded.
+    Any other stage needs work when it is forced or not yet recorded (for every selected combo)."""
+    stage, forced = needed_by
+    if stage is None:
+        return True
+    reads = "training" if stage in ("metric", "loss_curve") else stage
+    if forced and reads == stage:
+        return True
+    if reads in PER_COMBO_STAGES:
+        selected = list(combos) if combos else session.plan.combo_ids
+        return any(not is_done(session.run.read_record(reads, c)) for c in selected)
+    return not is_done(session.run.read_record(reads))
