@@ -85,6 +85,12 @@ def container_ready(session: Session) -> bool:
 def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *, force: bool | None = None) -> list[StageRecord]:
     """One stage (every selected combo for per-combo stages)."""
     body = BODIES[stage]
+    if session.dry_run:  # chained dry-run tasks share one session: print each stage once
+        key = (stage, tuple(combos or ()))
+        if key in session.printed:
+            session.say(f"{stage}: printed above (dry run)")
+            return []
+        session.printed.add(key)
     if stage == "launch_container" and not (force or session.force) and not container_ready(session):
         force = True  # never launched, or torn down since: launch again
     if stage == "teardown" and container_ready(session):

@@ -140,8 +140,20 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     first = session.plan.combos[0]
     save_job = job_spec(session, label="ckpt_save", combo=first, mbs=mbs, gbs=gbs, precision=precision,
                         iterations=c.save_iters, save_dir=directory, save_interval=c.save_interval)
-    session.runtime().exec(f"{ckpt.cleanup_command(directory, distributed=True) or 'true'} && {ckpt.mkdir_command(directory)}", timeout=60)
+    setup = session.runtime().exec(f"{ckpt.cleanup_command(directory, distributed=True) or 'true'} && "
+                                   f"{ckpt.mkdir_command(directory)}", timeout=60)
+    bad = [r for r in setup if not r.ok]
+    if bad and not session.dry_run:
+        detail = (bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
+        return StageRecord(stage="checkpoint", status="ERROR",
+                           reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: {detail}")
     saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")
+    resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
+                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(directory))
+    if session.dry_run:  # both phases, as a real run would issue them
+        session.runtime().exec(ckpt.latest_checkpoint_check_command(directory), timeout=60)
+        run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
+        return StageRecord(stage="checkpoint", status="SKIPPED", reason="dry run: nothing was started")
     if not saved.ok:
         record = _job_record(session, "checkpoint", None, saved)
         record.reason = f"save phase: {record.reason}"
@@ -151,8 +163,6 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
         return StageRecord(stage="checkpoint", status="FAIL",
                            reason=f"no checkpoint written: {directory}/checkpoints/latest_checkpointed_iteration.txt "
                                   "is missing on node 0 (is the checkpoint directory volume-mounted into the container?)")
-    resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
-                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(directory))
     resumed = run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
     if not resumed.ok:
         record = _job_record(session, "checkpoint", None, resumed)

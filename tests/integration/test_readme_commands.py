@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.filled_templates import fill
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
@@ -114,25 +116,6 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 240) 
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _fill_template(path: Path) -> None:
-    """What the README asks after config.copy: replace every <changeme> of the copied template."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value.replace(" <changeme>", "") if isinstance(value, str) else value
-
-    data = strip(data)
-    data.update(gpu_name="MI300X", threshold_json="mi300x_megatron_llama-3.1-8b_single_threshold.json")
-    data["container"]["image"] = "rocm/megatron-lm:v25.9"
-    data["train_params"]["training_iterations"] = "20"
-    assert "<changeme>" not in json.dumps({k: v for k, v in data.items() if k != "_comment"})
-    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
-
-
 def _check(command: str, proc: subprocess.CompletedProcess) -> None:
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"`{command}` exited {proc.returncode}:\n{output[-3000:]}"
@@ -177,7 +160,7 @@ def test_readme_commands_run(scratch):
             argv = _with_dry_run(argv)
         _check(command, _run(argv, cwd, chained if "--config" not in argv else env))
         if argv[:2] == ["invoke", "config.copy"]:
-            _fill_template(cwd / "site" / "8b_single.json")
+            fill(cwd / "site" / "8b_single.json", template=argv[2])  # what the README asks: replace every <changeme>
 
 
 @pytest.mark.testbed
