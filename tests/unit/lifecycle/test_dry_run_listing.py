@@ -79,3 +79,14 @@ def test_chained_dry_run_tasks_share_one_scratch_run(tmp_path):
                   "smoke", "--dry-run", "--config", str(config), "--cluster", str(cluster)).stdout
     assert out.count("docker run -d") == 1 and "launch_container: printed above (dry run)" in out
     assert out.count("/dry-run/smoke/node0.sh") >= 1
+
+
+def test_the_dry_run_shows_the_hf_token_export_as_a_run_writes_it_never_the_token(tmp_path):
+    token = tmp_path / "hf_token"
+    token.write_text("hf_NotARealTokenButSecret42\n")
+    config = filled(tmp_path, "mi3xx_megatron_llama-3.1-8b_single.json",
+                    edit=lambda cfg: cfg["paths"].update(hf_token_file=str(token)))
+    cluster = _cluster(tmp_path, ["127.0.0.9"])
+    out = _invoke(tmp_path, "smoke", "--config", str(config), "--cluster", str(cluster), "--dry-run").stdout
+    assert 'export HF_TOKEN="$(cat /home/ops/SCRIPTS/megatron/dry-run/hf_token)"' in out
+    assert "hf_NotARealTokenButSecret42" not in out
