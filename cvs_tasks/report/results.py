@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cvs_tasks.report.first_failure import first_failure
-from cvs_tasks.run.records import PER_COMBO_STAGES, STAGES, StageRecord, test_name
+from cvs_tasks.run.records import StageRecord, test_name
+from cvs_tasks.run.stages import per_combo_ids, stage_ids
 from cvs_tasks.run.rundir import RunDir, load_record_file
 
 NOT_RUN = "not run (run incomplete)"
@@ -122,18 +123,19 @@ def combo_order(manifest: dict[str, Any], records: Iterable[StageRecord]) -> lis
 def expected_keys(combos: list[str], recorded: Iterable[Key]) -> list[Key]:
     """Every (stage, combo) row a complete run has, plus any extra recorded row, in lifecycle order."""
     keys: list[Key] = []
-    for stage in STAGES:
-        if stage in PER_COMBO_STAGES:
+    ids, per_combo = stage_ids(), per_combo_ids()
+    for stage in ids:
+        if stage in per_combo:
             keys.extend((stage, combo) for combo in combos)
         else:
             keys.append((stage, None))
     keys.extend(k for k in recorded if k not in keys)
-    stage_rank = {s: i for i, s in enumerate(STAGES)}
+    stage_rank = {s: i for i, s in enumerate(ids)}
     combo_rank = {c: i for i, c in enumerate(combos)}
 
     def order(key: Key) -> tuple[int, int]:
         stage, combo = key
-        return (stage_rank.get(stage, len(STAGES)), combo_rank.get(combo, -1) if combo else -1)
+        return (stage_rank.get(stage, len(ids)), combo_rank.get(combo, -1) if combo else -1)
 
     return sorted(keys, key=order)
 

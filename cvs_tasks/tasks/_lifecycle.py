@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from invoke import task
 from invoke.exceptions import Exit
 
 from cvs_tasks.lifecycle.flow import RunRequest, container_ready, interrupt_guard, run_stage, session_for
 from cvs_tasks.lifecycle.runner import Interrupted, exit_status, is_done
-from cvs_tasks.run import PER_COMBO_STAGES
+from cvs_tasks.run.stages import Stage
+from cvs_tasks.run.stages import stage as stage_row
 from cvs_tasks.tasks._common import configured, user_errors
 
 HELP = {
@@ -41,27 +41,18 @@ def listener():
     return make_console_listener()
 
 
-def lifecycle_task(stage: str, **options):
-    """``@task`` for a lifecycle stage; the stage id lets pre-tasks know whom they serve."""
-
-    def wrap(body):
-        made = task(**options)(body)
-        made.cvs_stage = stage
-        return made
-
-    return wrap
-
-
-def stage_task(c, stage: str, req: RunRequest, combos: Sequence[str] | None = None) -> None:
+def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = None) -> None:
     """Run one lifecycle stage for the resolved run; exit with the stage's status.
 
     Combos are checked before anything runs. As a pre-task (``c.cvs_needed_by``) the stage runs
-    only if the task the user named still has work (``needs_work``); `invoke container --combo X`
-    keeps its meaning: launch only if X still has to train. A direct stage that leaves the
-    container up says so: the next command reuses it and `invoke teardown` removes it."""
+    only if the task the user named still has work (``needs_work``); a stage with a ``--combo``
+    flag but not per combo (`invoke container --combo X`) runs only if X still has to train. A
+    named stage that leaves the container up says so: the next command reuses it and
+    `invoke teardown` removes it."""
     needed_by = getattr(c, "cvs_needed_by", None)
-    if needed_by is None and combos and stage in ("launch_container", "download_tokenizer"):
+    if needed_by is None and combos and row.combo_flag:
         needed_by = ("training", False)
+    req.check_config = row.checks_config
     with user_errors():
         events = listener()
         with events:
@@ -72,10 +63,10 @@ def stage_task(c, stage: str, req: RunRequest, combos: Sequence[str] | None = No
                 return
             try:
                 with interrupt_guard(session):
-                    records = run_stage(session, stage, combos)
+                    records = run_stage(session, row.id, combos)
             except Interrupted:
                 raise Exit(message="interrupted", code=130) from None
-            if needed_by is None and stage != "teardown" and not session.dry_run and container_ready(session):
+            if needed_by is None and not row.last and not session.dry_run and container_ready(session):
                 session.say(f"the container stays up on {len(session.plan.hosts)} node(s) for the next command; "
                             "`invoke teardown` removes it")
         code = exit_status(records)
@@ -86,15 +77,15 @@ def stage_task(c, stage: str, req: RunRequest, combos: Sequence[str] | None = No
 def needs_work(session, needed_by: tuple[str | None, bool], combos: Sequence[str] | None) -> bool:
     """Does the named task (stage, forced) have anything left to do for these combos?
 
-    metric and loss read training records: they need work only where training is not recorded.
-    Any other stage needs work when it is forced or not yet recorded (for every selected combo)."""
-    stage, forced = needed_by
-    if stage is None:
+    A judging stage (``reads`` in the table: metric, loss) needs work only where the stage it
+    reads is not recorded; any other stage when it is forced or not yet recorded."""
+    stage_id, forced = needed_by
+    if stage_id is None:
         return True
-    reads = "training" if stage in ("metric", "loss_curve") else stage
-    if forced and reads == stage:
+    reads = stage_row(stage_id).reads or stage_id
+    if forced and reads == stage_id:
         return True
-    if reads in PER_COMBO_STAGES:
+    if stage_row(reads).per_combo:
         selected = list(combos) if combos else session.plan.combo_ids
         return any(not is_done(session.run.read_record(reads, c)) for c in selected)
     return not is_done(session.run.read_record(reads))
