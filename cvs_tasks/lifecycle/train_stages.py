@@ -15,24 +15,24 @@ from cvs_tasks.run import NodeOutcome, StageRecord
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:
+    """Every node with an outcome: a node that exited non-zero, left no exit status or whose log
+    never arrived counts as failed, also when another node saw the job complete."""
     if result.outcome is None:
         return []
     out = []
     for n in result.outcome.nodes:
-        failed = n.state == "failed" or (n.exit_code not in (None, 0))
-        status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
         local = n.target.local_copy
-        out.append(
-            NodeOutcome(
-                host=n.target.host,
-                rank=n.target.rank,
-                status=status,
-                reason=(f"exit {n.exit_code}" if n.exit_code is not None else n.state),
-                last_step=n.last_step,
-                planned=n.planned,
-                log=session.run.relative(local) if local and local.exists() else None,
-            )
-        )
+        log = session.run.relative(local) if local and local.exists() else None
+        problems = [f"exit {n.exit_code}"] if n.exit_code not in (None, 0) else []
+        if n.exit_code is None:
+            problems.append("no exit status")
+        if log is None:
+            problems.append("no log")
+        failed = n.state == "failed" or bool(problems)
+        status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
+        reason = ", ".join(problems) if problems else (f"exit {n.exit_code}" if n.exit_code is not None else n.state)
+        out.append(NodeOutcome(host=n.target.host, rank=n.target.rank, status=status, reason=reason,
+                               last_step=n.last_step, planned=n.planned, log=log))
     return out
 
 
@@ -52,13 +52,17 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
     if status == "SKIPPED":
         record.reason = "dry run: nothing was started"
     record.nodes = _node_outcomes(session, result, status)
+    failed_nodes = [node for node in record.nodes if node.status == "FAIL"]
+    if status == "PASS" and failed_nodes:  # completed on one node is not completed on every node
+        record.status = "FAIL"
+        record.reason = f"{record.reason}; but " + "; ".join(f"node {n.host}: {n.reason}" for n in failed_nodes)
     for node in record.nodes:
         if node.log:
             record.artifacts[f"node {node.rank} log ({node.host})"] = node.log
     if result.outcome is not None:
         if result.outcome.error:
             record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v for k, v in result.outcome.error.items()}
-        if status != "PASS":
+        if record.status != "PASS":
             record.data["log_tail"] = [session.redactor(line) for line in result.outcome.tail]
     if result.notes:
         record.data["notes"] = result.notes

@@ -2,7 +2,8 @@
 
 Built only from what the run directory holds (manifest, stage records, log files on disk), so a
 crashed or half-finished run still yields an honest result: rows the lifecycle never reached
-appear as SKIPPED "not run (run incomplete)" and the verdict is FAIL with ``incomplete: true``.
+appear as NOT-RUN with the reason (interrupted, stopped early, or never asked for by the commands
+of an ad hoc run), and the verdict is FAIL with ``incomplete: true``.
 Every other surface (HTML, JUnit, console summary) is derived from this object.
 """
 
@@ -16,8 +17,8 @@ from cvs_tasks.run.records import StageRecord, test_name
 from cvs_tasks.run.stages import per_combo_ids, stage_ids
 from cvs_tasks.run.rundir import RunDir, load_record_file
 
-NOT_RUN = "not run (run incomplete)"
-TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED")
+NOT_RUN = "NOT-RUN"
+TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED", NOT_RUN)
 METRIC_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "RECORD", "SKIPPED")
 FAILING = frozenset({"FAIL", "ERROR"})
 
@@ -62,7 +63,7 @@ def build_results(run: RunDir) -> dict[str, Any]:
     for stage, combo in keys:
         record = records.get((stage, combo))
         logs = collect_logs(run, record, stage, combo, len(hosts))
-        tests.append(test_row(record, stage, combo, logs))
+        tests.append(test_row(record, stage, combo, logs, not_run_reason(manifest, run.run_id)))
 
     missing = [t["name"] for t in tests if not t["recorded"]]
     interrupted = bool(manifest.get("interrupted", False))
@@ -140,15 +141,26 @@ def expected_keys(combos: list[str], recorded: Iterable[Key]) -> list[Key]:
     return sorted(keys, key=order)
 
 
-def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: list[dict]) -> dict[str, Any]:
-    """One results.json test: the record's outcome, or a SKIPPED placeholder when it never ran."""
+def not_run_reason(manifest: dict[str, Any], run_id: str) -> str:
+    """Why an expected test has no record, and the command that runs it."""
+    finish = f"`invoke all --run {manifest.get('run_id') or run_id}` runs what is missing"
+    if manifest.get("interrupted"):
+        return f"not run: the run was interrupted before it; {finish}"
+    if manifest.get("finished"):
+        return f"not run: no command of this run asked for it; {finish}"
+    return f"not run: the run stopped before it (still going, or the harness was killed); {finish}"
+
+
+def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: list[dict],
+             not_run: str = "not run") -> dict[str, Any]:
+    """One results.json test: the record's outcome, or a NOT-RUN row saying why it has none."""
     if record is None:
         return {
             "name": test_name(stage, combo),
             "stage": stage,
             "combo": combo,
-            "status": "SKIPPED",
-            "reason": NOT_RUN,
+            "status": NOT_RUN,
+            "reason": not_run,
             "recorded": False,
             "started": None,
             "ended": None,
