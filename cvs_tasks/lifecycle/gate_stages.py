@@ -18,9 +18,13 @@ def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, St
     if rec is None:
         return None, StageRecord(stage=stage, combo=combo, status="SKIPPED", reason="training has not run for this combo")
     if rec.status != "PASS" or not rec.data.get("completed"):
-        return None, StageRecord(
-            stage=stage, combo=combo, status="SKIPPED", reason=f"training did not complete ({rec.status}: {rec.reason})"
-        )
+        # the row names the test to read (its own row and the report's callout hold the cause)
+        blocker = rec.data.get("blocked_by") or rec.name
+        outcome = {"FAIL": "failed", "ERROR": "errored"}.get(rec.status, "did not complete")
+        reason = f"skipped: {rec.name} {outcome}" if blocker == rec.name else rec.reason
+        skipped = StageRecord(stage=stage, combo=combo, status="SKIPPED", reason=reason)
+        skipped.data["blocked_by"] = blocker
+        return None, skipped
     return rec.data, None
 
 

@@ -72,9 +72,10 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
     return {
         "header": header_view(results),
         "facts": summary_facts(results),
-        "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "total")},
+        "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN", "total")},
         "metric_summary": metric_summary(results),
         "tests": [test_view(t) for t in tests],
+        "first_failure": failure_view(results.get("first_failure")),
         "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
                    for c in results.get("combos", [])],
         "checkpoint": checkpoint_view(_find(tests, "checkpoint", None)),
@@ -138,8 +139,11 @@ def metric_summary(results: Mapping[str, Any]) -> str:
 
 
 def test_view(test: Mapping[str, Any]) -> dict:
+    blocked_by = (test.get("details") or {}).get("blocked_by")
     return {
         "name": test["name"],
+        "row_id": _row_id(test["name"]),
+        "blocked_href": "#" + _row_id(blocked_by) if isinstance(blocked_by, str) else "",
         "anchor": _anchor(test.get("combo")),
         "combo": test.get("combo"),
         "status": test["status"],
@@ -299,6 +303,32 @@ def _progress(step: Any, total: Any) -> str:
     if step is None and total is None:
         return DASH
     return f"{fmt_number(step)} / {fmt_number(total)}"
+
+
+def failure_view(failure: Mapping[str, Any] | None) -> dict | None:
+    """The callout under the verdict: test, node, signature, the line in its log context, the hint."""
+    if not failure:
+        return None
+    node = failure.get("node")
+    if node and failure.get("rank") is not None:
+        node = f"{node} (rank {failure['rank']})"
+    return {
+        "test": failure.get("test") or DASH,
+        "href": "#" + _row_id(failure.get("test") or ""),
+        "status": failure.get("status") or "FAIL",
+        "reason": failure.get("reason") or "",
+        "node": node or DASH,
+        "signature": " · ".join(str(v) for v in (failure.get("signature"), failure.get("cls")) if v),
+        "line_no": failure.get("line_no"),
+        "line": plain_text(failure.get("line")),
+        "hint": failure.get("hint") or "",
+        "context": [(n, plain_text(text), n == failure.get("line_no")) for n, text in failure.get("context") or []],
+        "log": failure.get("log"),
+    }
+
+
+def _row_id(name: str) -> str:
+    return "test-" + "".join(ch if ch.isalnum() else "-" for ch in name)
 
 
 def _anchor(combo: str | None) -> str:

@@ -12,18 +12,6 @@ from typing import Any, Literal
 Status = Literal["PASS", "FAIL", "ERROR", "SKIPPED"]
 MetricStatus = Literal["PASS", "FAIL", "RECORD", "SKIPPED"]
 
-# Pinned lifecycle order (product document, "Test lifecycle").
-STAGES: tuple[str, ...] = (
-    "launch_container",
-    "download_tokenizer",
-    "smoke",
-    "checkpoint",
-    "training",
-    "metric",
-    "loss_curve",
-    "teardown",
-)
-PER_COMBO_STAGES = frozenset({"training", "metric", "loss_curve"})
 
 
 def _expect(ok: bool, what: str) -> None:
