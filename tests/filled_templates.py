@@ -14,7 +14,7 @@ GPU = "MI300X"
 def fill(path: Path, *, template: str | None = None, image: str = "rocm/megatron-lm:v25.9",
          master_addr: str | None = None, edit=None) -> Path:
     """Replace the copied template's <changeme> values in place: keep each example value next to a
-    token, pick the MI300X thresholds, a real image name and 20 iterations."""
+    token, pick the MI300X thresholds, a real image name and 20 iterations; write an HF token file."""
     data = json.loads(path.read_text(encoding="utf-8"))
 
     def strip(value):
@@ -32,6 +32,10 @@ def fill(path: Path, *, template: str | None = None, image: str = "rocm/megatron
     data["train_params"]["training_iterations"] = "20"
     if master_addr:
         data["container"]["env"]["MASTER_ADDR"] = master_addr
+    token = path.parent / "hf_token"  # the README: the token goes in the file paths.hf_token_file names
+    token.write_text("hf_readme_dummy_token\n", encoding="utf-8")
+    token.chmod(0o600)
+    data["paths"]["hf_token_file"] = str(token)
     volumes = data["container"]["runtime"]["args"].get("volumes", [])
     data["container"]["runtime"]["args"]["volumes"] = [v for v in volumes if "<changeme>" not in v]
     checkpoint = data.get("checkpoint") or {}

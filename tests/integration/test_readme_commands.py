@@ -38,6 +38,7 @@ HOW = {
     "invoke demo": "real",
     "invoke config.list --filter llama-3.1-8b": "real",
     "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/8b_single.json --with-thresholds": "real",
+    "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/ --with-thresholds --format toml": "real",
     "invoke all --config site/8b_single.json --cluster cluster.json": "dry",
     "invoke container smoke --config site/8b_single.json --cluster cluster.json": "dry",
     'invoke train --combo "MBS=4,GBS=128,PRECISION=FP8"': "dry",
@@ -58,6 +59,8 @@ HOW = {
 EXPECT = {
     "invoke demo": "Verdict: PASS",
     "invoke config.list --filter llama-3.1-8b": "mi3xx_megatron_llama-3.1-8b_single.json",
+    "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/ --with-thresholds --format toml":
+        "wrote site/mi3xx_megatron_llama-3.1-8b_single.toml",
     "invoke config.copy": "wrote site/8b_single.json",
     "invoke all --config site/8b_single.json": "[dry-run]",
     "invoke container smoke": "[dry-run]",
