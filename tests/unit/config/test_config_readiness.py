@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from config_helpers import minimal_config
 from cvs_tasks.config import ConfigError, load_suite, parse_cluster
 from cvs_tasks.config.readiness import distributed_problems, gated_tokenizer_problems, is_gated
 from cvs_tasks.plan import check_plan_ready, make_plan
+from tests.filled_templates import filled
 
 HOSTS = [("10.0.0.1", "10.0.0.1"), ("10.0.0.2", "10.0.0.2")]
 GOOD_ENV = {"MASTER_ADDR": "10.0.0.1", "NCCL_SOCKET_IFNAME": "enp193s0f1np1", "GLOO_SOCKET_IFNAME": "enp193s0f1np1",
@@ -95,3 +102,20 @@ def test_a_run_plan_is_refused_with_every_problem_naming_the_config(suite_files,
     config["container"]["env"].update({**GOOD_ENV, "NCCL_IB_HCA": "bnxt_re0"})
     path = suite_files(config, name="suite_distributed.json")
     check_plan_ready(make_plan(load_suite(path, cluster), cluster))  # nothing left to refuse
+
+
+def test_a_dry_run_is_refused_with_exit_2_before_anything_is_printed(tmp_path):
+    root = Path(__file__).resolve().parents[3]
+    config = filled(tmp_path, "mi3xx_megatron_llama-3.1-8b_distributed.json", master_addr="127.0.0.9")
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"username": "ops", "priv_key_file": str(tmp_path / "key"),
+                                   "node_dict": {"127.0.0.8": {}, "127.0.0.9": {}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOKE_CVS_")}
+    env["CVS_REPORTS_DIR"] = str(tmp_path / "reports")
+    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(root), "all", "--config", str(config),
+                           "--cluster", str(cluster), "--dry-run"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"config error in {config}" in proc.stderr
+    assert "container.env.MASTER_ADDR: 127.0.0.9 is host 1 in" in proc.stderr and "Traceback" not in proc.stderr
+    assert "[dry-run]" not in proc.stdout and not (tmp_path / "reports").exists()
