@@ -69,7 +69,7 @@ class _ClusterFile(BaseModel):
     known_hosts: str | None = Field(None, description="known_hosts file with the nodes' host keys (default ~/.ssh/known_hosts).")
     container: dict[str, Any] = Field(default_factory=dict, description="Container defaults merged under every "
                                                                         "suite config's container block.")
-    password: Any = Field(None, description="Not supported (must be null): SSH uses priv_key_file.")
+    password: Any = Field(None, description="Not supported: leave it unset (null in JSON); SSH uses priv_key_file.")
     head_node_dict: dict[str, Any] = Field(default_factory=dict, description="Accepted for reference files; unused.")
     env_vars: dict[str, Any] = Field(default_factory=dict, description="Accepted for reference files; unused.")
     orchestrator: str | None = Field(None, description="Accepted for reference files; unused.")
