@@ -12,6 +12,7 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
+from cvs_tasks.run.records import StepRow
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:
@@ -111,7 +112,8 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         "planned": parser.planned,
         "completed": bool(parser.completed),
         "dialect": parser.dialect,
-        "steps": [[it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu), _finite(it.loss)] for it in iterations],
+        "steps": [StepRow(it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu),
+                          _finite(it.loss)).to_list() for it in iterations],
         "tflops_recomputed": _finite(parser.tflops_recomputed()),
         "scaling_efficiency_pct": None,
         "args_hash": args_hash(getattr(getattr(parser, "facts", None), "args", None)),  # provenance (history)
