@@ -31,7 +31,9 @@ def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> li
             problems.append("no log")
         failed = n.state == "failed" or bool(problems)
         status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
-        reason = ", ".join(problems) if problems else (f"exit {n.exit_code}" if n.exit_code is not None else n.state)
+        if n.state in ("failed", "stalled"):
+            problems.insert(0, n.state)
+        reason = ", ".join(problems) if problems else f"exit {n.exit_code}"
         out.append(NodeOutcome(host=n.target.host, rank=n.target.rank, status=status, reason=reason,
                                last_step=n.last_step, planned=n.planned, log=log))
     return out
