@@ -23,6 +23,8 @@ A scripted log (``expect_read``) answers each read of that file as one poll: the
 appended first, then the bytes past the reader's offset are sent; the exit-status sidecar shows
 ``exit_code`` from poll ``exit_after`` on (default: the poll that delivers the last chunk).
 A chunk may be a callable (called at that poll, e.g. to set a stop flag) returning the text.
+Another ``expect_read`` for the same path takes over when a reader starts again at offset 0
+(a rerun job writes a fresh log).
 """
 
 from __future__ import annotations
@@ -261,7 +263,7 @@ class ScriptedHosts(Hosts):
             book.calls.append(call)
             read = book.reads.get(call.command)
             if read is not None:
-                log = self._log_for(call.node, read[0])
+                log = self._log_for(call.node, read[0], read[1])
                 if log is not None:
                     return log.poll(read[1], read[2], read[3])
                 return self._unexpected(call, f"a read of {read[0]}")
@@ -281,12 +283,19 @@ class ScriptedHosts(Hosts):
             chosen.used += 1
         return chosen.reply(call) if callable(chosen.reply) else chosen.reply
 
-    def _log_for(self, node: str, path: str) -> ScriptedLog | None:
-        for log in self._book.logs:
-            if log.node == node and (path in log.paths or _matches(log.match, path)):
-                log.paths.add(path)
-                return log
-        return None
+    def _log_for(self, node: str, path: str, offset: int) -> ScriptedLog | None:
+        """The script serving ``path``: the one already read, until a reader starts again at
+        offset 0 and a later script for the same path was never read (a rerun's fresh log)."""
+        mine = [log for log in self._book.logs if log.node == node and _matches(log.match, path)]
+        current = next((log for log in mine if path in log.paths), None)
+        fresh = next((log for log in mine if log.polls == 0 and log is not current), None)
+        if current is None or (offset == 0 and fresh is not None and mine.index(fresh) > mine.index(current)):
+            current = fresh if current is not None else (mine[0] if mine else None)
+            for log in mine:
+                log.paths.discard(path)
+            if current is not None:
+                current.paths.add(path)
+        return current
 
     def _unexpected(self, call: Call, what: str, hint: str = "") -> RawResult:
         message = f"node {call.node}: unexpected command: {what}{hint}"
