@@ -159,17 +159,13 @@ class ScriptedHosts(Hosts):
         return self._add(command, stdout, stderr, exit, error, final, reply, None, on, None)
 
     def expect_put(self, path: Matcher, *, data: str | bytes | None = None, exit: int | None = 0,
-                   stderr: str = "", on: str | Sequence[str] | None = None, times: int = 1,
-                   optional: bool = False) -> "ScriptedHosts":
+                   stderr: str = "", on: str | Sequence[str] | None = None, times: int = 1) -> "ScriptedHosts":
         """An atomic write (``Hosts.put``) to a path matching ``path``, with ``data`` if given."""
         def is_put(command: str) -> bool:
             target = put_target(command)
             return target is not None and _matches(path, target)
 
         is_put.__doc__ = f"put to {_describe(path)}"
-        kwargs = dict(exit=exit, stderr=stderr, on=on)
-        if optional:
-            return self.allow(is_put, **kwargs)
         return self._add(is_put, "", stderr, exit, None, False, None, data, on, times)
 
     def expect_read(self, path: Matcher, chunks: Sequence[Chunk] = (), *, exit_code: int | None = None,
