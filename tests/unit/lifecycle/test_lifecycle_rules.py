@@ -168,6 +168,24 @@ def test_a_launch_error_skips_everything_after_it(run):
         assert records[name].reason == "skipped: test_launch_container errored", name
 
 
+def test_an_error_is_redone_by_the_next_run_and_a_fail_stays_until_forced(run):
+    session, hosts = run
+    hosts.expect("true", error="ssh: connect to host localhost: Connection refused")
+    expect_teardown(hosts, session)
+    assert run_all(session) == 3
+    expect_launch(hosts, session)  # ERROR is not done: the next run launches again ...
+    expect_job(hosts, "smoke", [iteration(1, 5), OOM], exit_code=1, stopped=True)  # ... and the skipped run
+    hosts.expect("true")
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    hosts.assert_done()
+    expect_launch(hosts, session)  # a FAIL is done: smoke is not retried, the rest is skipped again
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    hosts.assert_done()
+    assert session.run.read_record("training", BF16).reason == "skipped: test_smoke failed"
+
+
 def test_a_failing_combo_skips_only_its_own_gates(run):
     session, hosts = run
     expect_launch(hosts, session)
