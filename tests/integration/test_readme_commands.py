@@ -134,6 +134,7 @@ def scratch(tmp_path):
     return tmp_path, env
 
 
+@pytest.mark.testbed  # the slow tier: three demo runs and a dozen CLI processes
 def test_readme_commands_run(scratch):
     """Every command outside the testbed block, in README order, in one working folder."""
     cwd, env = scratch
