@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+from cvs_tasks.config.layout import check_layout
 from cvs_tasks.errors import BadInput
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = No
     check_runtime_settings(suite)
     hosts = tuple(cluster.hosts) or scheduled_placeholders(cluster)
     mode = choose_suite(explicit_suite, suite.config_path.name, len(hosts))
+    check_layout(suite, len(hosts))  # batch / parallel sizes Megatron would assert on, exit 2
     env = dict(suite.config.container.env)
     env["NNODES"] = str(len(hosts))
     return RunPlan(suite=suite, cluster=cluster, mode=mode, hosts=hosts, env=env)
