@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from cvs_tasks.run.redact import RedactingWriter, Redactor
 from cvs_tasks.errors import InfraError
@@ -24,6 +24,16 @@ from cvs_tasks.metrics.signatures import CAUSE_RANK
 from cvs_tasks.run.events import NodeProgress
 
 Clock = Callable[[], float]
+
+
+class Verdict(Protocol):
+    """What a config check returns (``verify.ConfigCheck``): ok, and a reason when not."""
+
+    ok: bool
+    reason: str
+
+
+ConfigCheckFn = Callable[[LogParser], "Verdict | None"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,7 @@ class NodeState:
     read_failures: int = 0
     last_error: str = ""
     state: str = "starting"
+    config_check: Verdict | None = None  # the trainer's effective config vs the plan, once its dump is read
 
     @property
     def last_step(self) -> int | None:
@@ -74,13 +85,19 @@ class NodeState:
 
 @dataclass
 class WatchOutcome:
-    status: str  # completed | failed | exited | stalled | timeout | unreachable | interrupted
+    status: str  # completed | failed | mismatch | exited | stalled | timeout | unreachable | interrupted
     reason: str
     nodes: list[NodeState]
     reporting_rank: int
     elapsed_s: float
     error: dict | None = None  # {name, cls, host, rank, line, text}
     tail: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def config_check(self) -> Verdict | None:
+        """The first node's effective-config check (the node whose log holds the dump)."""
+        return next((n.config_check for n in self.nodes if n.config_check is not None), None)
 
     @property
     def ok(self) -> bool:
@@ -113,8 +130,10 @@ class Watcher:
         stop: threading.Event | None = None,
         clock: Clock = time.monotonic,
         redactor: Redactor | None = None,
+        config_check: ConfigCheckFn | None = None,
     ) -> None:
         self.hosts = hosts
+        self.config_check = config_check
         self.redactor = redactor or Redactor()  # the local log copy never holds a secret
         self.iterations = iterations
         self.settings = settings
@@ -155,7 +174,7 @@ class Watcher:
         while True:
             more_pending = self._poll()
             now = self.clock()
-            failure = self._fatal_error()
+            failure = self._fatal_error() or self._config_mismatch(start)
             if failure is not None:
                 return failure
             unreachable = [n for n in self.nodes if n.read_failures >= s.unreachable_after]
@@ -179,7 +198,7 @@ class Watcher:
                 exited = [n for n in self.nodes if n.exit_code is not None]
                 if exited:
                     self._drain()
-                    failure = self._fatal_error()
+                    failure = self._fatal_error() or self._config_mismatch(start, final=True)
                     if failure is not None:
                         return failure
                     if self._completed():
@@ -287,6 +306,26 @@ class Watcher:
             tail=_tail_of(node),
         )
 
+    def _config_mismatch(self, start: float, *, final: bool = False) -> WatchOutcome | None:
+        """Check each node's arguments dump once it is complete (``final``: whatever was read);
+        the first node whose trainer does not run what was asked fails the job there and then."""
+        if self.config_check is None:
+            return None
+        for node in self.nodes:
+            parser = node.parser
+            if node.config_check is not None or not parser.arguments:
+                continue
+            if not (final or parser.arguments_complete):
+                continue
+            node.config_check = self.config_check(parser)
+            if node.config_check is not None and not node.config_check.ok:
+                node.state = "failed"
+                self._emit(node, note="config mismatch")
+                reason = f"node {node.target.host}: {node.config_check.reason}"
+                return WatchOutcome("mismatch", reason, self.nodes, self._reporting_rank(),
+                                    self.clock() - start, tail=_tail_of(node))
+        return None
+
     def _reporting_rank(self) -> int:
         """The node whose log carries the iteration lines (the last rank on multi-node Megatron)."""
         best = max(self.nodes, key=lambda n: (n.last_step or -1, n.target.rank))
@@ -304,6 +343,9 @@ class Watcher:
         return f"{rep.last_step if rep.last_step is not None else 0}/{rep.planned or self.iterations}"
 
     def _finish_completed(self, start: float, note: str = "") -> WatchOutcome:
+        mismatch = self._config_mismatch(start, final=True)
+        if mismatch is not None:
+            return mismatch
         for n in self.nodes:
             if n.state != "failed":
                 n.state = "done"
@@ -313,6 +355,9 @@ class Watcher:
         if bad:
             reason = f"completed; job exited with status {bad[0].exit_code} on node {bad[0].target.host}"
         out = WatchOutcome("completed", reason, self.nodes, self._reporting_rank(), self.clock() - start)
+        if self.config_check is not None and all(not n.parser.arguments for n in self.nodes):
+            out.warnings.append("no node's log holds an arguments dump (an older log format?): what the "
+                                "trainer ran could not be checked against the config")
         return out
 
     def _outcome(self, status: str, reason: str, start: float, rank: int | None = None) -> WatchOutcome:
