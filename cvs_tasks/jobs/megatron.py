@@ -59,9 +59,14 @@ def inline_assignments(job: JobSpec, family: MegatronFamily | None,
     TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0``.
     """
     names = family or GENERIC_NAMES
+    recompute = job.param("recompute")
+    if recompute in ("0", "1"):
+        recompute = names.recompute_values[int(recompute)]
+    pad = [(names.pad_var, job.param("sequence_length"))] if names.pad_var else []
     pairs = [
-        ("RECOMPUTE", job.param("recompute")),
+        (names.recompute_var, recompute),
         (names.seq_var, job.param("sequence_length")),
+        *pad,
         (names.mbs_var, job.mbs),
         (names.gbs_var, job.gbs),
         (names.tp_var, job.param("tensor_parallelism")),

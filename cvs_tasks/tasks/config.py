@@ -7,8 +7,7 @@ import json
 from invoke import Collection, task
 
 from cvs_tasks import config as cfg
-from cvs_tasks.config.layout import check_layout
-from cvs_tasks.plan import check_runtime_settings, make_plan, suite_from_name
+from cvs_tasks.plan import check_launch_layout, check_runtime_settings, make_plan, suite_from_name
 from cvs_tasks.tasks._common import user_errors
 
 
@@ -53,8 +52,9 @@ def validate(c, config, cluster=None):
         suite = cfg.load_suite(config, loaded_cluster)
         if loaded_cluster is not None:  # the same suite/host-count and layout refusals as a run
             make_plan(suite, loaded_cluster)
-        elif suite_from_name(suite.config_path.name) == "single":  # one node without a cluster file
-            check_layout(suite, 1)
+        elif suite_from_name(suite.config_path.name):  # without a cluster file: one node, or the contract only
+            single = suite_from_name(suite.config_path.name) == "single"
+            check_launch_layout(suite, 1 if single else None, distributed=not single)
         check_runtime_settings(suite)
         print(format_summary(cfg.describe_suite(suite, loaded_cluster)))
 

@@ -111,3 +111,48 @@ def test_validate_checks_a_single_config_on_one_node_without_a_cluster(suite_fil
     with pytest.raises(Exit) as info:
         config_tasks.validate(Context(), config=str(suite_files(config)))
     assert info.value.code == 2 and "TP 3 x PP 1 = 3 does not divide the 8 GPUs" in info.value.message
+
+
+def _deepseek(iterations="20", **top):
+    config = minimal_config(**top)
+    config["train_params"].update(model_name="deepseek_v2_lite", tokenizer_model="deepseek-ai/DeepSeek-V2-Lite",
+                                  training_iterations=iterations)
+    config["sweep"]["combinations"][FP8]["training_iterations"] = iterations
+    return config
+
+
+def test_a_distributed_deepseek_megatron_config_is_refused_with_the_reason(suite_files, tmp_path):
+    from cvs_tasks.jobs.contracts import contract_problems
+
+    suite = _suite(suite_files, _deepseek())
+    problems = dict(contract_problems(suite, distributed=True))
+    assert "train_deepseekv2.sh (the deepseek launcher of Megatron-LM images) pins NNODES=1" in \
+        problems["train_params.tokenizer_model"]
+    assert contract_problems(suite, distributed=False) == []
+    with pytest.raises(Exit) as info:  # the same refusal from config.validate, with the cluster or without
+        config_tasks.validate(Context(), config=str(suite.config_path), cluster=_cluster(tmp_path, ["10.0.0.1", "10.0.0.2"]))
+    assert info.value.code == 2 and "pins NNODES=1" in info.value.message
+    with pytest.raises(Exit):
+        config_tasks.validate(Context(), config=str(suite.config_path))
+
+
+def test_deepseek_iterations_past_the_pinned_exit_interval_are_refused_per_combo(suite_files):
+    from cvs_tasks.jobs.contracts import contract_problems
+
+    config = _deepseek("60", smoke={"iters": 51})
+    suite = _suite(suite_files, config, name="suite_single.json")
+    problems = dict(contract_problems(suite, distributed=False))
+    assert set(problems) == {f'sweep.combinations["{FP8}"].training_iterations', "train_params.training_iterations",
+                             "smoke.iters"}
+    assert "passes --exit-interval 50: training stops at step 50" in problems["train_params.training_iterations"]
+
+
+def test_primus_and_a_users_own_script_are_not_held_to_the_megatron_family_contract(suite_files):
+    from cvs_tasks.jobs.contracts import contract_problems
+
+    primus = _deepseek("60")
+    primus["container"]["image"] = "rocm/primus:v25.10"
+    assert contract_problems(_suite(suite_files, primus), distributed=True) == []
+    own = _deepseek("60")
+    own["train_params"]["training_script"] = "examples/custom/run.sh"
+    assert contract_problems(_suite(suite_files, own), distributed=True) == []

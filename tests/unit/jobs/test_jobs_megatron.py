@@ -104,10 +104,10 @@ def test_prepare_creates_private_script_dir_and_combo_log_dir_and_drops_stale_lo
          "RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TOTAL_ITERS=20 "
          "TE_FP8=0 TE_FP4=0 NODE_RANK=0 bash /workspace/Megatron-LM/examples/llama/train_llama2.sh"),
         ("deepseek-ai/DeepSeek-V2-Lite", "FP8",
-         "RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
+         "AC=none SEQ_LEN=8192 PAD_LEN=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
          "PR=fp8 NODE_RANK=0 bash /workspace/Megatron-LM/examples/deepseek_v2/train_deepseekv2.sh"),
         ("deepseek-ai/DeepSeek-V2-Lite", "FP16",
-         "RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
+         "AC=none SEQ_LEN=8192 PAD_LEN=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
          "PR=fp16 NODE_RANK=0 bash /workspace/Megatron-LM/examples/deepseek_v2/train_deepseekv2.sh"),
         ("mistralai/Mixtral-8x7B-v0.1", "BF16",
          "RECOMPUTE=0 SEQLEN=8192 MBS=4 GBS=128 TP_SIZE=1 PP_SIZE=1 FSDP=0 MODEL_SIZE=8 "
@@ -304,3 +304,11 @@ def test_impossible_jobs_are_setup_errors(field, value, where):
     with pytest.raises(JobSetupError) as err:
         build_launch(dataclasses.replace(make_job(), **{field: value}))
     assert err.value.field == where
+
+
+def test_deepseek_gets_the_names_its_script_reads_recompute_on_is_ac_full():
+    job = with_params(make_job(precision="BF16"), tokenizer_model="deepseek-ai/DeepSeek-V2-Lite", recompute="1",
+                      sequence_length="4096")
+    line = _run_line(build_launch(job).nodes[0].script_text)
+    assert line.startswith("AC=full SEQ_LEN=4096 PAD_LEN=4096 MBS=4 GBS=128 ")
+    assert "RECOMPUTE=" not in line and "SEQ_LENGTH=" not in line
