@@ -197,22 +197,27 @@ def test_changeme_rocm_dir_means_detect():
 
 
 def test_downloaded_tokenizer_path_is_passed_instead_of_repo_id():
-    job = with_params(make_job(tokenizer_path="/home/alice/cache/deepseek_v2_lite/tokenizer.model"),
-                      tokenizer_model="deepseek-ai/DeepSeek-V2-Lite", model_name="deepseek_v2_lite")
+    job = with_params(make_job(tokenizer_path="/home/alice/cache/mixtral_8x7B/tokenizer.model"),
+                      tokenizer_model="mistralai/Mixtral-8x7B-v0.1", model_name="mixtral_8x7B")
     plan = build_launch(job)
-    assert "export TOKENIZER_MODEL=/home/alice/cache/deepseek_v2_lite/tokenizer.model\n" in (
+    assert "export TOKENIZER_MODEL=/home/alice/cache/mixtral_8x7B/tokenizer.model\n" in (
         plan.nodes[0].script_text)
     assert plan.warnings == []
 
 
 def test_missing_local_tokenizer_warns_and_passes_repo_id():
-    job = with_params(make_job(), tokenizer_model="deepseek-ai/DeepSeek-V2-Lite")
+    job = with_params(make_job(), tokenizer_model="mistralai/Mixtral-8x7B-v0.1")
     plan = build_launch(job)
-    assert "export TOKENIZER_MODEL=deepseek-ai/DeepSeek-V2-Lite\n" in plan.nodes[0].script_text
+    assert "export TOKENIZER_MODEL=mistralai/Mixtral-8x7B-v0.1\n" in plan.nodes[0].script_text
     assert plan.warnings == [
-        "deepseek-ai/DeepSeek-V2-Lite needs a local tokenizer.model but none was downloaded; "
+        "mistralai/Mixtral-8x7B-v0.1 needs a local tokenizer.model but none was downloaded; "
         "passing the repo id (run the tokenizer stage first)"
     ]
+
+
+def test_deepseek_loads_its_tokenizer_from_the_hub_so_nothing_is_downloaded_or_warned():
+    job = with_params(make_job(), tokenizer_model="deepseek-ai/DeepSeek-V2-Lite")
+    assert build_launch(job).warnings == []
 
 
 def test_distributed_writes_one_script_per_node_with_its_rank_and_gid_reexport():
