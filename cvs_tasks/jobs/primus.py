@@ -84,6 +84,15 @@ def checkpoint_workspace(job: JobSpec) -> str | None:
     return None
 
 
+def suite_overrides(job: JobSpec) -> str:
+    """Sequence length, recompute and FSDP as overrides: values not passed come from the experiment
+    YAML (the 70B YAML turns FSDP2 on, the 405B one has no recompute), whatever the suite says."""
+    recompute = ("--recompute_granularity full --recompute_method uniform --recompute_num_layers 1"
+                 if job.param("recompute") == "1" else "--recompute_granularity null")
+    fsdp = "true" if job.param("fsdp") == "1" else "false"
+    return f" --seq_length {q(job.param('sequence_length'))} {recompute} --use_torch_fsdp2 {fsdp}"
+
+
 def train_arguments(job: JobSpec, yaml_path: str) -> str:
     """``--config … --micro_batch_size … --tensor_model_parallel_size … [--save …|--load …]``."""
     args = (
@@ -91,6 +100,7 @@ def train_arguments(job: JobSpec, yaml_path: str) -> str:
         f"--global_batch_size {q(job.gbs)} --train_iters {job.iterations} "
         f"--tensor_model_parallel_size {q(job.param('tensor_parallelism'))} "
         f"--pipeline_model_parallel_size {q(job.param('pipeline_parallelism'))}"
+        f"{suite_overrides(job)}"
     )
     if job.save_interval:
         args += f" --save --save_interval {job.save_interval}"

@@ -57,7 +57,7 @@ def arguments(spec: JobSpec) -> dict[str, object]:
             "mock_data": True, "eval_iters": 0, "distributed_timeout_minutes": 10,
             "save": str(spec.save_dir) if spec.save_dir else None, "save_interval": spec.save_interval or None,
             "load": str(spec.load_dir) if spec.load_dir else None, "seed": 1234}
-    args.update(spec.extra_args)
+    args.update({k.removeprefix("cli:"): v for k, v in spec.extra_args.items()})  # Primus: overrides merged last
     return args
 
 
