@@ -1,7 +1,9 @@
 #!/bin/bash
 # Simulated trainer (cvs-testbed test double) standing in for ROCm Megatron-LM's examples/deepseek_v2/train_deepseekv2.sh.
-# Reads the same env vars (MBS, BS/GBS, TP, PP, SEQ_LENGTH, TOTAL_ITERS/TRAIN_ITERS, TE_FP8/PR, ...);
-# only the GPUs and the training math are simulated. Output also goes to $TRAIN_LOG when set.
+# Keeps the real script's contract (simtrainer/megatron_cli.py): reads MBS, GBS, TRAIN_ITERS, SEQ_LEN
+# (default 2048, not SEQ_LENGTH), AC (default sel, not RECOMPUTE), PR; pins NNODES=1, NODE_RANK=0,
+# MASTER_ADDR=localhost, TP=PP=1, MODEL_SIZE=16B, the tokenizer and --exit-interval 50.
+# Only the GPUs and the training math are simulated. Output also goes to $TRAIN_LOG when set.
 TRAIN_LOG="${TRAIN_LOG:-}"
 export TRAIN_LOG
 SIM_HERE="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
