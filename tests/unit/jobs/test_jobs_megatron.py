@@ -35,10 +35,9 @@ export HF_TOKEN="$(cat /home/alice/.hf_token)"
 export DATA_CACHE_PATH=/home/alice/cache
 export TOKENIZER_MODEL=meta-llama/Llama-3.1-8B
 {ROCM_DETECT}\
-export LOG_DIR=/home/alice/LOGS/megatron
+export LOG_DIR={LOGS}/out-node0
 export EXP_NAME=megatron_training
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=0
-export TRAIN_LOG={LOGS}/out-node0/train_script.log
 RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0 bash /workspace/Megatron-LM/examples/llama/train_llama3.sh
 cvs_finish "$?"
 """
@@ -229,7 +228,7 @@ def test_distributed_writes_one_script_per_node_with_its_rank_and_gid_reexport()
     for node in plan.nodes:
         script = node.script_text
         assert f" NODE_RANK={node.rank} bash " in _run_line(script)
-        assert f"export TRAIN_LOG={LOGS}/out-node{node.rank}/train_script.log\n" in script
+        assert f"export LOG_DIR={LOGS}/out-node{node.rank}\n" in script and "TRAIN_LOG" not in script
         assert f"> {SCRIPTS}/node{node.rank}.exit.tmp" in script
         # MI300X -> thor2 (Broadcom): the GID index is really exported, right before the launch.
         assert script.splitlines()[-3] == "export NCCL_IB_GID_INDEX=3"
@@ -260,7 +259,7 @@ def test_host_runtime_exports_env_quoted_before_the_launch():
            "ODD": "it's", "bad-name": "x"}
     plan = build_launch(make_job(runtime="host", env=env))
     lines = plan.nodes[0].script_text.splitlines()
-    start = lines.index("export TORCH_NCCL_ASYNC_ERROR_HANDLING=0") + 2
+    start = lines.index("export TORCH_NCCL_ASYNC_ERROR_HANDLING=0") + 1
     assert lines[start:start + 4] == [
         "export MASTER_ADDR=127.0.0.1",
         "export NCCL_SOCKET_IFNAME='enp 1'",

@@ -68,10 +68,12 @@ def test_start_up_noise_is_present_and_benign():
     assert "NCCL ERROR" not in text and "Traceback" not in text
 
 
-def test_train_log_gets_a_copy(tmp_path):
-    log = tmp_path / "out" / "training.log"
-    run = run_sim(megatron_cmd(), sim_env(TOTAL_ITERS="3", TRAIN_LOG=str(log)))
-    assert log.read_text() == run.stdout
+def test_the_tee_copy_goes_to_log_dir_and_train_log_is_ignored_as_by_the_real_scripts(tmp_path):
+    ignored = tmp_path / "ignored.log"
+    run = run_sim(megatron_cmd(), sim_env(TOTAL_ITERS="3", LOG_DIR=str(tmp_path / "out"), EXP_NAME="exp",
+                                          TRAIN_LOG=str(ignored)))
+    assert (tmp_path / "out" / "output_exp.log").read_text() == run.stdout
+    assert not ignored.exists()
 
 
 @pytest.mark.parametrize("script, env, expect", [
@@ -96,7 +98,7 @@ def test_each_family_reads_its_own_env_names(script, env, expect):
 
 def test_scripts_are_thin_and_locate_the_simulator_from_their_own_path():
     script = (WORKSPACE / "Megatron-LM/examples/llama/train_llama3.sh").read_text()
-    assert "TRAIN_LOG=" in script and "readlink -f" in script
+    assert "TRAIN_LOG=\"${LOG_DIR:+" in script and "readlink -f" in script
     assert len(script.splitlines()) < 15
 
 
