@@ -163,10 +163,15 @@ def test_without_a_checked_yaml_the_first_candidate_is_used():
 def test_yaml_candidates_fall_back_from_mi325x_to_mi300x():
     assert primus_yaml_candidates(primus_job(gpu_name="MI325X", precision="BF16")) == [
         "examples/megatron/configs/MI325X/llama3.1_8B-BF16-pretrain.yaml",
+        "examples/megatron/configs/MI325X/llama3.1_8B-pretrain.yaml",
         "examples/megatron/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml",
+        "examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml",
+        "examples/megatron/configs/llama3.1_8B-pretrain.yaml",
     ]
     assert primus_yaml_candidates(primus_job(gpu_name="MI355X", precision="MXFP8")) == [
         "examples/megatron/configs/MI355X/llama3.1_8B-MXFP8-pretrain.yaml",
+        "examples/megatron/configs/MI355X/llama3.1_8B-pretrain.yaml",
+        "examples/megatron/configs/llama3.1_8B-pretrain.yaml",
     ]
 
 
@@ -198,7 +203,10 @@ def test_missing_yaml_error_names_every_path_tried():
     assert str(err).startswith(
         "Primus experiment YAML not found in the image: tried "
         "/workspace/Primus/examples/megatron/configs/MI325X/llama3.1_8B-FP8-pretrain.yaml, "
-        "/workspace/Primus/examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml; ")
+        "/workspace/Primus/examples/megatron/configs/MI325X/llama3.1_8B-pretrain.yaml, "
+        "/workspace/Primus/examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml, "
+        "/workspace/Primus/examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml, "
+        "/workspace/Primus/examples/megatron/configs/llama3.1_8B-pretrain.yaml; ")
 
 
 def test_sequence_length_recompute_and_fsdp_are_overrides_so_the_suite_config_wins_over_the_yaml():
@@ -207,3 +215,21 @@ def test_sequence_length_recompute_and_fsdp_are_overrides_so_the_suite_config_wi
     line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
     assert line.endswith("--seq_length 4096 --recompute_granularity full --recompute_method uniform "
                          "--recompute_num_layers 1 --use_torch_fsdp2 true")
+
+
+@pytest.mark.parametrize("yaml, precision, tail", [
+    ("examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml", "FP8", "--use_torch_fsdp2 false"),  # v0.6.0+
+    ("examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml", "FP8", "--use_torch_fsdp2 false --fp8 hybrid"),  # v0.5.0
+    ("examples/megatron/configs/llama3.1_8B-pretrain.yaml", "BF16", "--use_torch_fsdp2 false"),  # v0.4.0
+])
+def test_each_primus_layout_gets_the_precision_the_way_it_reads_it(yaml, precision, tail):
+    job = primus_job(precision=precision, label=f"MBS=4,GBS=128,PRECISION={precision}")
+    line = _run_line(build_launch(job, primus_yaml=yaml).nodes[0].script_text)
+    assert f"--config {yaml} " in line and line.endswith(tail)
+
+
+def test_a_precision_an_old_primus_layout_cannot_select_is_refused():
+    job = primus_job(precision="MXFP8", label="MBS=4,GBS=128,PRECISION=MXFP8")
+    with pytest.raises(JobSetupError) as err:
+        build_launch(job, primus_yaml="examples/megatron/configs/MI355X/llama3.1_8B-pretrain.yaml")
+    assert "MXFP8 cannot be selected on this image" in str(err.value)
