@@ -95,13 +95,6 @@ def _prepare_node_dir(session: Session) -> str:
 
 
 def has_token(session: Session) -> bool:
-    """Whether jobs export HF_TOKEN: the launch placed the token file. A dry run asks the same
-    question of the token file itself, so it prints the export line exactly when a run would write it."""
-    if session.dry_run:
-        try:
-            return bool(read_secret(Path(session.config.paths.hf_token_file).expanduser()))
-        except InputRefused:
-            return False
     rec = session.run.read_record("launch_container")
     return bool(rec and "no HF token" not in rec.reason)
 

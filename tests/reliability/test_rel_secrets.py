@@ -97,8 +97,6 @@ def test_canary_secrets_never_leak(testbed_cluster, reports, tmp_path, node_root
             assert {t.strip() for t in sampler.token_files} == {token}, sampler.token_files
             training = res.record("training", sc.combos[0])
             assert training["status"] == "PASS", training["reason"]
-        if "--dry-run" in args:  # the export line a run writes, printed: it names the file, never the token
-            assert 'export HF_TOKEN="$(cat ' in res.out, res.out[-3000:]
         if edit is no_image:
             launch = res.record("launch_container")
             assert launch["status"] == "ERROR" and "docker login" in launch["reason"], launch["reason"]
