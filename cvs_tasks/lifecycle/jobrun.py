@@ -61,10 +61,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         return result
     result.launch = launch
     if session.dry_run:
-        for line in render_dry_run(launch):
-            session.say(line)
-        if session.scheduled:
-            session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
+        _dry_run(session, job, launch)
         return result
     for warning in launch.warnings:
         session.say(f"warning: {warning}", "warning")
@@ -128,6 +125,23 @@ def config_checker(job: JobSpec, gpus_per_node: int):
         return check_effective(asked, effective_from_arguments(parser.arguments, gpus_per_node))
 
     return check
+
+
+def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
+    """Print, in order, every command a real job runs: NIC set-up, folders, scripts, launch, then
+    the stop and the GPU clean-up that follow every job (the DryRunHosts echo what is exec'd)."""
+    if nic.needs_broadcom_setup(job):
+        session.say("# every node: Broadcom NIC library set-up and HCA check (in the container)")
+        session.runtime().exec(nic.nic_setup_command(job), timeout=120)
+    for line in render_dry_run(launch):
+        session.say(line)
+    if session.scheduled:
+        session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
+    session.say("# after the job, every node: stop what still runs (only when the job did not end by itself)")
+    session.runtime().exec([cleanup.stop_job_command(n) for n in launch.nodes], timeout=60)
+    if session.config.container.runtime.name not in HOST_PID_RUNTIMES:
+        session.say("# then list the GPU processes left in the container and kill them (kill -9 <pids>, bounded wait)")
+        session.runtime().exec(cleanup.gpu_pids_command(session.config.gpu.pids_command), timeout=60)
 
 
 def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) -> SlurmStep | None:
