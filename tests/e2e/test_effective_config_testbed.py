@@ -66,9 +66,9 @@ def test_a_distributed_deepseek_config_is_refused_with_the_reason(testbed_cluste
         cfg["train_params"].update(DEEPSEEK)
 
     cfg = edited_config(CONFIGS / "sim_megatron_distributed.json", tmp_path, edit)
+    before = [containers_on(node) for node in testbed_cluster.nodes]
     res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.cluster_file), reports=reports)
     assert res.code == 2, res.out + res.err
     assert "train_params.tokenizer_model: train_deepseekv2.sh" in res.out + res.err
     assert "pins NNODES=1" in res.out + res.err
-    for node in testbed_cluster.nodes:
-        assert containers_on(node) == []
+    assert [containers_on(node) for node in testbed_cluster.nodes] == before  # refused before any launch
