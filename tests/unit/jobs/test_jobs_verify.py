@@ -124,3 +124,19 @@ def test_the_report_rows_say_what_ran_and_what_differed():
     assert effective_facts({}) == []
     ok = dict(effective_facts(effective_record(check_effective(asked_from_job(_job(), 8), effective_from_arguments(DUMP, 8)))))
     assert ok["Config check"] == "as asked"
+
+
+def test_any_dump_text_reads_without_raising_and_never_invents_a_value():
+    import random
+
+    rng = random.Random(13)
+    values = ["", "None", "nan", "inf", "1e400", "-3", "2.5", "True", "false", "٤", "9" * 40, "x y", "\x00"]
+    for _ in range(300):
+        args = {key: rng.choice(values) for key in DUMP if rng.random() < 0.7}
+        effective = effective_from_arguments(args, gpus_per_node=rng.choice([None, 0, 8]))
+        if effective is None:
+            assert not args
+            continue
+        for name, value in effective.known().items():
+            assert isinstance(value, (int, str, bool)), name
+        check_effective(asked_from_job(_job(), 8), effective)  # comparing never raises either
