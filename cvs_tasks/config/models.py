@@ -101,7 +101,7 @@ class Smoke(Block):
     enabled: bool = True
     iters: int = Field(10, ge=1)
     micro_batch_size: NumText = "1"
-    global_batch_size: NumText = Field("", description='Empty: "8" single-node, "16" distributed.')
+    global_batch_size: NumText = Field("", description="Empty: MBS x data-parallel size of the cluster (8 on one 8-GPU node, 16 on two).")
     precision: str = "BF16"
 
     @field_validator("micro_batch_size", "global_batch_size")

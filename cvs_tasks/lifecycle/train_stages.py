@@ -12,6 +12,7 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
+from cvs_tasks.verify.record import effective_record
 from cvs_tasks.run.records import StepRow
 
 
@@ -67,6 +68,9 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
             record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v for k, v in result.outcome.error.items()}
         if record.status != "PASS":
             record.data["log_tail"] = [session.redactor(line) for line in result.outcome.tail]
+        record.data.update(effective_record(result.outcome.config_check, result.outcome.warnings))
+        for warning in result.outcome.warnings:
+            session.say(f"warning: {warning}", "warning")
     if result.notes:
         record.data["notes"] = result.notes
     return record
@@ -122,9 +126,11 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
     }
     base = cfg.scaling_baseline
     tokens = metrics.get("training.tokens_per_gpu")
+    effective = result.outcome.config_check.effective if result.outcome and result.outcome.config_check else None
+    nnodes = (effective.nnodes if effective else None) or session.plan.nnodes  # the nodes that trained together
     if session.plan.distributed and tokens and base.tokens_per_sec_total > 0:
         data["scaling_efficiency_pct"] = m.scaling_efficiency(
-            tokens, session.plan.nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
+            tokens, nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
         )
     if cfg.convergence.target_value > 0:
         conv = m.convergence(iterations, cfg.convergence.target_value)

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from cvs_tasks.verify.record import effective_facts
 from cvs_tasks.report import svg
 from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
@@ -207,6 +208,8 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
 def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> list[tuple[str, str]]:
     if not details:
         return []
+    if "last_step" not in details:  # failed before any iteration: only what the trainer said it runs
+        return effective_facts(details)
     facts = [("Steps", _progress(details.get("last_step"), details.get("planned")))]
     if "completed" in details:
         facts.append(("Completed", or_dash(details.get("completed"))))
@@ -216,7 +219,7 @@ def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> li
     if distributed or details.get("scaling_efficiency_pct") is not None:
         value = details.get("scaling_efficiency_pct")
         facts.append(("Scaling efficiency", f"{fmt_number(value)} %" if value is not None else DASH))
-    return facts
+    return facts + effective_facts(details)
 
 
 def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[StepRow]) -> dict:

@@ -7,7 +7,7 @@ import json
 from invoke import Collection, task
 
 from cvs_tasks import config as cfg
-from cvs_tasks.plan import check_runtime_settings, make_plan
+from cvs_tasks.plan import check_launch_layout, check_runtime_settings, make_plan, suite_from_name
 from cvs_tasks.tasks._common import user_errors
 
 
@@ -42,7 +42,7 @@ def copy(c, name, output, with_thresholds=False, force=False):
 @task(
     help={
         "config": "Suite config JSON to check.",
-        "cluster": "Cluster JSON (hosts); enables the host-count checks and {user-id} from its username.",
+        "cluster": "Cluster JSON (hosts); enables the host-count and batch-layout checks (a *_single config is checked on one node without it) and {user-id} from its username.",
     }
 )
 def validate(c, config, cluster=None):
@@ -50,8 +50,11 @@ def validate(c, config, cluster=None):
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
         suite = cfg.load_suite(config, loaded_cluster)
-        if loaded_cluster is not None:  # the same suite/host-count refusal as a run
+        if loaded_cluster is not None:  # the same suite/host-count and layout refusals as a run
             make_plan(suite, loaded_cluster)
+        elif suite_from_name(suite.config_path.name):  # without a cluster file: one node, or the contract only
+            single = suite_from_name(suite.config_path.name) == "single"
+            check_launch_layout(suite, 1 if single else None, distributed=not single)
         check_runtime_settings(suite)
         print(format_summary(cfg.describe_suite(suite, loaded_cluster)))
 

@@ -167,3 +167,63 @@ def test_a_ranks_exception_outranks_the_watchdog_timeout_a_peer_prints_later():
                            "'/data/index.npy'\n"])
     outcome, _, _, _ = watch([peer, culprit], iterations=10)
     assert outcome.error["name"] == "python_exception" and outcome.error["rank"] == 1
+
+
+def dump(**args: str) -> str:
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (47 - len(k))} {v}" for k, v in sorted(args.items())]
+    return "\n".join(lines + ["-------------------- end of arguments ---------------------"]) + "\n"
+
+
+@dataclass
+class Check:
+    ok: bool
+    reason: str
+
+
+def watch_checked(nodes, check, iterations=4):
+    clock = Clock()
+    targets = [WatchTarget(i, f"n{i}", f"/l{i}", f"/e{i}") for i in range(len(nodes))]
+    seen: list = []
+
+    def config_check(parser):
+        seen.append(dict(parser.arguments))
+        return check(parser.arguments)
+
+    w = Watcher(FakeHosts(nodes, clock), targets, iterations=iterations,
+                settings=WatchSettings(poll_interval_s=1.0, stall_timeout_s=30, startup_timeout_s=60),
+                parser_factory=LogParser, listener=lambda e: None, stage="training", combo="C",
+                stop=FakeStop(clock), clock=clock, config_check=config_check)
+    return w.run(), seen, nodes
+
+
+def test_a_mismatching_dump_fails_the_job_in_the_poll_that_completes_it_not_at_the_end():
+    first, rest = dump(seq_length="2048", world_size="8").split("  world_size")
+    node = FakeNode(script=[first, "  world_size" + rest, iteration(1, 100)] + [iteration(s, 100) for s in range(2, 101)])
+    outcome, seen, _ = watch_checked([node], lambda a: Check(a["seq_length"] == "4096", "seq_length 2048 != 4096"),
+                                     iterations=100)
+    assert outcome.status == "mismatch" and not outcome.ok and not outcome.infrastructure
+    assert outcome.reason == "node n0: seq_length 2048 != 4096"
+    assert node.reads == 2  # the dump's end line arrived in the second poll; no iteration was waited for
+    assert seen == [{"seq_length": "2048", "world_size": "8"}]  # checked once, with the whole dump
+    assert outcome.config_check.reason == "seq_length 2048 != 4096"
+
+
+def test_a_matching_dump_is_checked_once_and_kept_on_the_outcome():
+    node = FakeNode(script=[dump(seq_length="4096"), iteration(1, 2), iteration(2, 2)], exit_after=3)
+    outcome, seen, _ = watch_checked([node], lambda a: Check(True, ""), iterations=2)
+    assert outcome.ok and len(seen) == 1 and outcome.config_check.ok and outcome.warnings == []
+
+
+def test_a_log_without_a_dump_completes_with_a_warning_not_a_failure():
+    node = FakeNode(script=[iteration(1, 2), iteration(2, 2)], exit_after=2)
+    outcome, seen, _ = watch_checked([node], lambda a: Check(False, "never"), iterations=2)
+    assert outcome.ok and seen == [] and outcome.config_check is None
+    assert "no node's log holds an arguments dump" in outcome.warnings[0]
+
+
+def test_every_node_that_prints_a_dump_is_checked():
+    good, bad = dump(world_size="16"), dump(world_size="8")
+    nodes = [FakeNode(script=[good]), FakeNode(script=[bad])]
+    outcome, seen, _ = watch_checked(nodes, lambda a: Check(a["world_size"] == "16", "world_size 8 != 16"))
+    assert outcome.status == "mismatch" and outcome.reason == "node n1: world_size 8 != 16"
