@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+from cvs_tasks.config.errors import ConfigError
+from cvs_tasks.config.layout import layout_problems
 from cvs_tasks.errors import BadInput
 
 if TYPE_CHECKING:
@@ -112,6 +114,17 @@ def choose_suite(explicit: str | None, config_name: str, host_count: int) -> Sui
     return suite
 
 
+def check_launch_layout(suite: Suite, nnodes: int | None, *, distributed: bool) -> None:
+    """Batch / parallel sizes Megatron would assert on (`nnodes` known) and what the family's launcher
+    script cannot do (pins one node, caps the iterations): one ConfigError (exit 2) listing them all."""
+    from cvs_tasks.jobs.contracts import contract_problems
+
+    problems = layout_problems(suite.config, suite.combos, nnodes) if nnodes else []
+    problems += contract_problems(suite, distributed=distributed)
+    if problems:
+        raise ConfigError(suite.config_path, problems)
+
+
 def check_runtime_settings(suite: Suite) -> None:
     """The container settings as the runtime will read them (BadInput, exit 2): the same check for
     `config.validate`, `--dry-run` and a run, before anything touches a node."""
@@ -140,6 +153,7 @@ def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = No
     check_runtime_settings(suite)
     hosts = tuple(cluster.hosts) or scheduled_placeholders(cluster)
     mode = choose_suite(explicit_suite, suite.config_path.name, len(hosts))
+    check_launch_layout(suite, len(hosts), distributed=mode == "distributed")
     env = dict(suite.config.container.env)
     env["NNODES"] = str(len(hosts))
     return RunPlan(suite=suite, cluster=cluster, mode=mode, hosts=hosts, env=env)

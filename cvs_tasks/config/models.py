@@ -103,7 +103,7 @@ class Smoke(Block):
     enabled: bool = Field(True, description="Run a short smoke job before the sweep.")
     iters: int = Field(10, ge=1, description="Iterations of the smoke job.")
     micro_batch_size: NumText = Field("1", description="MBS of the smoke job.")
-    global_batch_size: NumText = Field("", description='Empty: "8" single-node, "16" distributed.')
+    global_batch_size: NumText = Field("", description="Empty: MBS x data-parallel size of the cluster (8 on one 8-GPU node, 16 on two).")
     precision: str = Field("BF16", description="Precision of the smoke job: FP8, BF16, FP16, MXFP8 or MXFP4.")
 
     @field_validator("micro_batch_size", "global_batch_size")

@@ -1,4 +1,5 @@
-"""Megatron-LM model families: which launcher script, env names and precision env each one takes.
+"""Megatron-LM model families: which launcher script, env names and precision env each one takes,
+and what the script pins (its launch contract, launch_contracts.md).
 
 The first family whose pattern matches ``tokenizer_model`` (case-insensitive) wins, so qwen3 is
 listed before qwen2 (behaviour reference §5.5).
@@ -48,6 +49,11 @@ class MegatronFamily:
     pp_var: str = "PP"
     seq_var: str = "SEQ_LENGTH"
     iters_var: str = "TOTAL_ITERS"
+    recompute_var: str = "RECOMPUTE"
+    recompute_values: tuple[str, str] = ("0", "1")  # what the script takes for off / on
+    pad_var: str = ""  # a padded length the script reads next to the sequence length
+    pins_one_node: bool = False  # the script pins NNODES=1, NODE_RANK=0, MASTER_ADDR=localhost
+    exit_interval: int | None = None  # the script passes --exit-interval N: no run goes past step N
 
 
 # Env names for a launcher given by train_params.training_script with no family match.
@@ -58,8 +64,11 @@ FAMILIES: tuple[MegatronFamily, ...] = (
                    gbs_var="BS"),
     MegatronFamily("llama-2", r"llama-?2", "examples/llama/train_llama2.sh", _LLAMA_PRECISION,
                    gbs_var="BS"),
+    # launch_contracts.md: reads SEQ_LEN / PAD_LEN and AC (sel|full|none), pins one node and --exit-interval 50
     MegatronFamily("deepseek", r"deepseek", "examples/deepseek_v2/train_deepseekv2.sh",
-                   _PR_PRECISION, iters_var="TRAIN_ITERS"),
+                   _PR_PRECISION, iters_var="TRAIN_ITERS", seq_var="SEQ_LEN", pad_var="PAD_LEN",
+                   recompute_var="AC", recompute_values=("none", "full"), pins_one_node=True,
+                   exit_interval=50),
     MegatronFamily("mixtral", r"mixtral", "examples/mixtral/train_mixtral_moe.sh", _PR_PRECISION,
                    tp_var="TP_SIZE", pp_var="PP_SIZE", seq_var="SEQLEN", iters_var="TRAIN_ITERS"),
     MegatronFamily("qwen3", r"qwen-?3", "examples/qwen3/train_qwen3.sh", _QWEN3_PRECISION,

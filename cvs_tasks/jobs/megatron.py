@@ -1,8 +1,9 @@
 """Megatron-LM wrapper scripts: the ROCm launcher (train_llama3.sh, …) run in the foreground.
 
-The wrapper exports what the launcher reads (§5.5), runs it, and records its exit status. The
-image's own tee copy is pointed next to our log through TRAIN_LOG instead of editing the launcher
-in the image with sed, as the reference did.
+The wrapper exports what the launcher reads (§5.5, launch_contracts.md), runs it, and records its
+exit status. The image's own tee copy (``${LOG_DIR}/output_${EXP_NAME}.log``; no script honours
+TRAIN_LOG) is pointed into the node's per-combo folder through LOG_DIR, instead of editing the
+launcher in the image with sed, as the reference did.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, NodeLaunch
 from cvs_tasks.jobs.tokenizer import needs_local_tokenizer
 
 EXP_NAME = "megatron_training"
-TRAIN_SCRIPT_LOG = "train_script.log"
 _ROCM_VAR = "cvs_rocm_dir"
 _FAMILY_NAMES = "llama-3, llama-2, deepseek, mixtral, qwen3, qwen2"
 
@@ -59,9 +59,14 @@ def inline_assignments(job: JobSpec, family: MegatronFamily | None,
     TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0``.
     """
     names = family or GENERIC_NAMES
+    recompute = job.param("recompute")
+    if recompute in ("0", "1"):
+        recompute = names.recompute_values[int(recompute)]
+    pad = [(names.pad_var, job.param("sequence_length"))] if names.pad_var else []
     pairs = [
-        ("RECOMPUTE", job.param("recompute")),
+        (names.recompute_var, recompute),
         (names.seq_var, job.param("sequence_length")),
+        *pad,
         (names.mbs_var, job.mbs),
         (names.gbs_var, job.gbs),
         (names.tp_var, job.param("tensor_parallelism")),
@@ -117,10 +122,11 @@ def wrapper_script(job: JobSpec, rank: int, warnings: list[str]) -> str:
         rocm = f'"${_ROCM_VAR}"'
     lines += [
         f"export LD_LIBRARY_PATH=/usr/local/lib/:{rocm}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
-        f"export LOG_DIR={q(job.log_dir)}",
+        # the scripts tee into ${LOG_DIR}/output_${EXP_NAME}.log (and put tensorboard under LOG_DIR),
+        # never into TRAIN_LOG: one folder per node and combo, so nothing collides on shared storage
+        f"export LOG_DIR={q(layout.node_dir(job, rank))}",
         f"export EXP_NAME={EXP_NAME}",
         "export TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
-        f"export TRAIN_LOG={q(layout.node_dir(job, rank) + '/' + TRAIN_SCRIPT_LOG)}",
     ]
     if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
         env_lines, env_warnings = env_export_lines(job.env)

@@ -28,11 +28,31 @@ CHECKPOINTS_SUBDIR = "checkpoints"
 
 
 def primus_yaml_candidates(job: JobSpec) -> list[str]:
-    """Experiment YAMLs to try, relative to primus_root: the GPU's own, then its fallback."""
+    """Experiment YAMLs to try, relative to primus_root, newest Primus layout first: per GPU (then
+    its fallback) ``<GPU>/<model>-<PREC>-pretrain.yaml`` (v0.6.0+) and ``<GPU>/<model>-pretrain.yaml``
+    (v0.5.0, precision by override), then ``<model>-pretrain.yaml`` (v0.4.0)."""
     model = job.require_param("model_name")
     gpu = job.gpu_name.strip().upper()
     gpus = [gpu] + ([YAML_FALLBACK[gpu]] if gpu in YAML_FALLBACK else [])
-    return [f"{YAML_DIR}/{g}/{model}-{job.precision}-pretrain.yaml" for g in gpus]
+    per_gpu = [f"{YAML_DIR}/{g}/{model}-{name}" for g in gpus
+               for name in (f"{job.precision}-pretrain.yaml", "pretrain.yaml")]
+    return [*per_gpu, f"{YAML_DIR}/{model}-pretrain.yaml"]
+
+
+def precision_override(job: JobSpec, yaml_path: str) -> str:
+    """`` --fp8 hybrid`` when the YAML does not name the precision (Primus up to v0.5.0) and FP8 is
+    asked; BF16 is those YAMLs' own. Any other precision cannot be selected there: refused."""
+    if yaml_path.endswith(f"-{job.precision}-pretrain.yaml"):
+        return ""
+    precision = job.precision.strip().upper()
+    if precision == "FP8":
+        return " --fp8 hybrid"
+    if precision == "BF16":
+        return ""
+    raise JobSetupError(f"{yaml_path} does not name a precision (Primus up to v0.5.0 selects FP8 with "
+                        f"--fp8 hybrid); {job.precision} cannot be selected on this image: use FP8 or BF16, "
+                        "or an image with <model>-<precision>-pretrain.yaml configs",
+                        field="sweep.combinations")
 
 
 def yaml_check_command(candidates: list[str], primus_root: str) -> str:
@@ -84,6 +104,15 @@ def checkpoint_workspace(job: JobSpec) -> str | None:
     return None
 
 
+def suite_overrides(job: JobSpec) -> str:
+    """Sequence length, recompute and FSDP as overrides: values not passed come from the experiment
+    YAML (the 70B YAML turns FSDP2 on, the 405B one has no recompute), whatever the suite says."""
+    recompute = ("--recompute_granularity full --recompute_method uniform --recompute_num_layers 1"
+                 if job.param("recompute") == "1" else "--recompute_granularity null")
+    fsdp = "true" if job.param("fsdp") == "1" else "false"
+    return f" --seq_length {q(job.param('sequence_length'))} {recompute} --use_torch_fsdp2 {fsdp}"
+
+
 def train_arguments(job: JobSpec, yaml_path: str) -> str:
     """``--config … --micro_batch_size … --tensor_model_parallel_size … [--save …|--load …]``."""
     args = (
@@ -91,6 +120,7 @@ def train_arguments(job: JobSpec, yaml_path: str) -> str:
         f"--global_batch_size {q(job.gbs)} --train_iters {job.iterations} "
         f"--tensor_model_parallel_size {q(job.param('tensor_parallelism'))} "
         f"--pipeline_model_parallel_size {q(job.param('pipeline_parallelism'))}"
+        f"{suite_overrides(job)}{precision_override(job, yaml_path)}"
     )
     if job.save_interval:
         args += f" --save --save_interval {job.save_interval}"

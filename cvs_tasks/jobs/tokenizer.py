@@ -1,6 +1,7 @@
 """Tokenizer download for the Megatron-LM families whose launchers need a local tokenizer.model.
 
-Llama and Qwen launchers take the HF repo id; DeepSeek and Mixtral need the file itself. Primus
+Llama, Qwen and DeepSeek launchers take the HF repo id (train_deepseekv2.sh pins
+deepseek-ai/DeepSeek-V2-Lite and loads tokenizer.json through the hub); Mixtral needs the file itself. Primus
 always takes repo ids from its YAML, so it never downloads. Unlike the reference, the token is
 read from the node's file inside the command, and the result is checked (``test -s``).
 """
@@ -12,7 +13,7 @@ import re
 from cvs_tasks.jobs.shell import hf_token_export, q, say
 from cvs_tasks.jobs.spec import JobSpec
 
-_NEEDS_FILE = re.compile(r"deepseek|mixtral", re.IGNORECASE)
+_NEEDS_FILE = re.compile(r"mixtral", re.IGNORECASE)
 TOKENIZER_FILE = "tokenizer.model"
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Sequence
 
 from cvs_tasks.run.redact import RedactingWriter, Redactor
@@ -22,78 +20,11 @@ from cvs_tasks.errors import InfraError
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.metrics.signatures import CAUSE_RANK
 from cvs_tasks.run.events import NodeProgress
+from cvs_tasks.jobs.watch_state import (  # noqa: F401 - re-exported: callers import them from here
+    ConfigCheckFn, NodeState, Verdict, WatchOutcome, WatchSettings, WatchTarget,
+)
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class WatchSettings:
-    poll_interval_s: float = 2.0
-    stall_timeout_s: float = 900.0  # no new iteration for this long -> stalled
-    startup_timeout_s: float = 1800.0  # no first iteration for this long -> stalled
-    timeout_s: float = 0.0  # overall; 0 -> derived from the iteration count
-    exit_grace_s: float = 60.0  # after the last iteration, how long the job may take to exit
-    max_bytes: int = 16 * 1024 * 1024  # per node per poll
-    unreachable_after: int = 3  # consecutive failed reads of a node
-
-    def overall_timeout(self, iterations: int) -> float:
-        if self.timeout_s > 0:
-            return self.timeout_s
-        return min(self.startup_timeout_s + max(1, iterations) * self.stall_timeout_s, 48 * 3600.0)
-
-
-@dataclass(frozen=True)
-class WatchTarget:
-    """One node's job: where its log and exit-status file are, and where to copy the log locally."""
-
-    rank: int
-    host: str
-    log_path: str
-    exit_path: str
-    local_copy: Path | None = None
-
-
-@dataclass
-class NodeState:
-    target: WatchTarget
-    parser: LogParser
-    offset: int = 0
-    exit_code: int | None = None
-    read_failures: int = 0
-    last_error: str = ""
-    state: str = "starting"
-
-    @property
-    def last_step(self) -> int | None:
-        return self.parser.last_step
-
-    @property
-    def planned(self) -> int | None:
-        return self.parser.planned
-
-
-@dataclass
-class WatchOutcome:
-    status: str  # completed | failed | exited | stalled | timeout | unreachable | interrupted
-    reason: str
-    nodes: list[NodeState]
-    reporting_rank: int
-    elapsed_s: float
-    error: dict | None = None  # {name, cls, host, rank, line, text}
-    tail: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "completed"
-
-    @property
-    def infrastructure(self) -> bool:
-        """True when the harness lost a node, as opposed to the job failing on it."""
-        return self.status == "unreachable"
-
-    @property
-    def reporting(self) -> NodeState:
-        return self.nodes[self.reporting_rank]
 
 
 class Watcher:
@@ -113,8 +44,10 @@ class Watcher:
         stop: threading.Event | None = None,
         clock: Clock = time.monotonic,
         redactor: Redactor | None = None,
+        config_check: ConfigCheckFn | None = None,
     ) -> None:
         self.hosts = hosts
+        self.config_check = config_check
         self.redactor = redactor or Redactor()  # the local log copy never holds a secret
         self.iterations = iterations
         self.settings = settings
@@ -155,7 +88,7 @@ class Watcher:
         while True:
             more_pending = self._poll()
             now = self.clock()
-            failure = self._fatal_error()
+            failure = self._fatal_error() or self._config_mismatch(start)
             if failure is not None:
                 return failure
             unreachable = [n for n in self.nodes if n.read_failures >= s.unreachable_after]
@@ -179,7 +112,7 @@ class Watcher:
                 exited = [n for n in self.nodes if n.exit_code is not None]
                 if exited:
                     self._drain()
-                    failure = self._fatal_error()
+                    failure = self._fatal_error() or self._config_mismatch(start, final=True)
                     if failure is not None:
                         return failure
                     if self._completed():
@@ -287,6 +220,26 @@ class Watcher:
             tail=_tail_of(node),
         )
 
+    def _config_mismatch(self, start: float, *, final: bool = False) -> WatchOutcome | None:
+        """Check each node's arguments dump once it is complete (``final``: whatever was read);
+        the first node whose trainer does not run what was asked fails the job there and then."""
+        if self.config_check is None:
+            return None
+        for node in self.nodes:
+            parser = node.parser
+            if node.config_check is not None or not parser.arguments:
+                continue
+            if not (final or parser.arguments_complete):
+                continue
+            node.config_check = self.config_check(parser)
+            if node.config_check is not None and not node.config_check.ok:
+                node.state = "failed"
+                self._emit(node, note="config mismatch")
+                reason = f"node {node.target.host}: {node.config_check.reason}"
+                return WatchOutcome("mismatch", reason, self.nodes, self._reporting_rank(),
+                                    self.clock() - start, tail=_tail_of(node))
+        return None
+
     def _reporting_rank(self) -> int:
         """The node whose log carries the iteration lines (the last rank on multi-node Megatron)."""
         best = max(self.nodes, key=lambda n: (n.last_step or -1, n.target.rank))
@@ -304,6 +257,9 @@ class Watcher:
         return f"{rep.last_step if rep.last_step is not None else 0}/{rep.planned or self.iterations}"
 
     def _finish_completed(self, start: float, note: str = "") -> WatchOutcome:
+        mismatch = self._config_mismatch(start, final=True)
+        if mismatch is not None:
+            return mismatch
         for n in self.nodes:
             if n.state != "failed":
                 n.state = "done"
@@ -313,6 +269,9 @@ class Watcher:
         if bad:
             reason = f"completed; job exited with status {bad[0].exit_code} on node {bad[0].target.host}"
         out = WatchOutcome("completed", reason, self.nodes, self._reporting_rank(), self.clock() - start)
+        if self.config_check is not None and all(not n.parser.arguments for n in self.nodes):
+            out.warnings.append("no node's log holds an arguments dump (an older log format?): what the "
+                                "trainer ran could not be checked against the config")
         return out
 
     def _outcome(self, status: str, reason: str, start: float, rank: int | None = None) -> WatchOutcome:

@@ -8,13 +8,12 @@ twice: exit at once).
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
-
-import importlib
 
 from cvs_tasks.lifecycle import diagnose
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from cvs_tasks import metrics as m
 from cvs_tasks.judge.convergence import convergence_row
 from cvs_tasks.judge.memory import explain, ungated_specs
 from cvs_tasks.judge.reference import with_reference_rows
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
+from cvs_tasks.run.records import step_rows
 
 
 def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, StageRecord | None]:
@@ -92,7 +91,7 @@ def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
     if skipped:
         return skipped
     lc = session.config.loss_curve
-    steps = [SimpleNamespace(step=int(s[0]), loss=s[4]) for s in data.get("steps", []) if s[4] is not None]
+    steps = [row for row in step_rows(data) if row.loss is not None]
     cutoff = m.warmup_cutoff(data.get("planned"), data.get("last_step"))
     points = m.sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
     fit = m.fit_loss_curve(points, lc.max_slope)

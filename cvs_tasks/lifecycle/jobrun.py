@@ -22,6 +22,7 @@ from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
 from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.metrics import LogParser
+from cvs_tasks.verify import ConfigCheck, asked_from_job, check_effective, effective_from_arguments
 
 
 @dataclass
@@ -99,6 +100,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         combo=combo,
         stop=session.stop,
         redactor=session.redactor,
+        config_check=config_checker(job, session.config.gpus_per_node),
     )
     try:
         result.outcome = watcher.run()
@@ -113,6 +115,16 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     if not result.outcome.ok and not (step is not None and step.cause):
         _name_lost_nodes(session, result.outcome)
     return result
+
+
+def config_checker(job: JobSpec, gpus_per_node: int):
+    """The watcher's check of a node's arguments dump against what this job asked for."""
+    asked = asked_from_job(job, gpus_per_node)
+
+    def check(parser: LogParser) -> ConfigCheck:
+        return check_effective(asked, effective_from_arguments(parser.arguments, gpus_per_node))
+
+    return check
 
 
 def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:

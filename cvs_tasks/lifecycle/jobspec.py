@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cvs_tasks.config.layout import combo_layout, smoke_global_batch
 from cvs_tasks.jobs.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -68,12 +69,14 @@ def job_spec(
 
 
 def smoke_cell(session: Session) -> tuple[str, str, str, int]:
-    """MBS, GBS, precision and iterations of the smoke block, with the suite defaults."""
+    """MBS, GBS, precision and iterations of the smoke block; an empty GBS is MBS x DP of the cluster."""
     smoke = session.config.smoke
-    default_gbs = "16" if session.plan.distributed else "8"
+    mbs = smoke.micro_batch_size or "1"
+    plan = session.plan
+    layout = combo_layout(plan.combos[0], plan.nnodes, session.config.gpus_per_node)
     return (
-        smoke.micro_batch_size or "1",
-        smoke.global_batch_size or default_gbs,
+        mbs,
+        smoke.global_batch_size or smoke_global_batch(mbs, layout),
         smoke.precision or "BF16",
         int(smoke.iters),
     )

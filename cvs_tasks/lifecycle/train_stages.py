@@ -14,6 +14,8 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
+from cvs_tasks.verify.record import effective_record
+from cvs_tasks.run.records import StepRow
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:
@@ -32,7 +34,9 @@ def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> li
             problems.append("no log")
         failed = n.state == "failed" or bool(problems)
         status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
-        reason = ", ".join(problems) if problems else (f"exit {n.exit_code}" if n.exit_code is not None else n.state)
+        if n.state in ("failed", "stalled"):
+            problems.insert(0, n.state)
+        reason = ", ".join(problems) if problems else f"exit {n.exit_code}"
         out.append(NodeOutcome(host=n.target.host, rank=n.target.rank, status=status, reason=reason,
                                last_step=n.last_step, planned=n.planned, log=log))
     return out
@@ -66,6 +70,9 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
             record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v for k, v in result.outcome.error.items()}
         if record.status != "PASS":
             record.data["log_tail"] = [session.redactor(line) for line in result.outcome.tail]
+        record.data.update(effective_record(result.outcome.config_check, result.outcome.warnings))
+        for warning in result.outcome.warnings:
+            session.say(f"warning: {warning}", "warning")
     if result.notes:
         record.data["notes"] = result.notes
     return record
@@ -113,16 +120,19 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         "planned": parser.planned,
         "completed": bool(parser.completed),
         "dialect": parser.dialect,
-        "steps": [[it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu), _finite(it.loss)] for it in iterations],
+        "steps": [StepRow(it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu),
+                          _finite(it.loss)).to_list() for it in iterations],
         "tflops_recomputed": _finite(parser.tflops_recomputed()),
         "scaling_efficiency_pct": None,
         "args_hash": args_hash(getattr(getattr(parser, "facts", None), "args", None)),  # provenance (history)
     }
     base = cfg.scaling_baseline
     tokens = metrics.get("training.tokens_per_gpu")
+    effective = result.outcome.config_check.effective if result.outcome and result.outcome.config_check else None
+    nnodes = (effective.nnodes if effective else None) or session.plan.nnodes  # the nodes that trained together
     if session.plan.distributed and tokens and base.tokens_per_sec_total > 0:
         data["scaling_efficiency_pct"] = m.scaling_efficiency(
-            tokens, session.plan.nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
+            tokens, nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
         )
     facts = getattr(parser, "facts", None)
     data["reference_metrics"] = reference_numbers(iterations, dict(getattr(facts, "launcher_summary", None) or {}),

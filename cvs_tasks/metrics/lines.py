@@ -47,6 +47,7 @@ class LineFacts:
     completion_marker: str | None = None
     primus_evidence: bool = False
     in_dump: bool = False
+    dump_done: bool = False  # the dump's end line was read: every argument is known
 
     def read(self, line: str, lower: str) -> bool:
         """Take what a line says; True when it was one of the known kinds."""
@@ -59,7 +60,7 @@ class LineFacts:
                 return True
         if "arguments" in lower:
             if _DUMP_END.search(line):
-                self.in_dump = False
+                self.in_dump, self.dump_done = False, True
                 return True
             if _DUMP_START.search(line):
                 self.in_dump = True

@@ -216,8 +216,8 @@ class LogParser(ParserViews):
         n = len(rows)
         self._note_features(rows, others)
         gbs = rows.col("gbs")
-        fallback_gbs = self._gbs or self.facts.arg_int("global_batch_size")
-        if self._gbs or gbs is None:
+        if gbs is None:  # the line's own GBS, else the dump's, else the one given
+            fallback_gbs = self.global_batch_size
             gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
         self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
                        rows.col("mem"), gbs)

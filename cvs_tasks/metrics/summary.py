@@ -21,17 +21,23 @@ class ParserViews:
 
     @property
     def seq_length(self) -> int | None:
-        """Explicit value, else the arguments dump, else Primus' ``seq_len:`` set-up line."""
-        return self._seq or self.facts.arg_int("seq_length") or self.facts.primus_seq
+        """What the trainer says it used (arguments dump, else Primus' ``seq_len:`` line), else the
+        value given: metrics follow the run that happened, not the one that was asked for."""
+        return self.facts.arg_int("seq_length") or self.facts.primus_seq or self._seq
 
     @property
     def world_size(self) -> int | None:
-        return self._world or self.facts.arg_int("world_size") or self.facts.primus_world
+        return self.facts.arg_int("world_size") or self.facts.primus_world or self._world
 
     @property
     def global_batch_size(self) -> int | None:
-        """Explicit value, else the arguments dump (each line also prints its own GBS)."""
-        return self._gbs or self.facts.arg_int("global_batch_size")
+        """The arguments dump, else the value given (each iteration line also prints its own GBS)."""
+        return self.facts.arg_int("global_batch_size") or self._gbs
+
+    @property
+    def arguments_complete(self) -> bool:
+        """The whole dump has been read (its end line, or an iteration after dump lines without one)."""
+        return self.facts.dump_done or bool(self.facts.args and self.last_step is not None)
 
     @property
     def arguments(self) -> dict[str, str]:
@@ -121,7 +127,8 @@ class ParserViews:
         row = row[:-1] + (timestamp_seconds(stamp),)
         derived = None
         if row[COL["tokens_per_gpu"]] != row[COL["tokens_per_gpu"]]:
-            gbs = self._gbs or row[COL["global_batch_size"]]
+            printed = row[COL["global_batch_size"]]
+            gbs = printed if printed == printed and printed else self.global_batch_size
             derived = aggregate.derived_tokens(gbs, row[COL["elapsed_ms"]], self.seq_length,
                                                self.world_size)
         return iteration_from_row(row, derived)

@@ -14,9 +14,11 @@ from typing import Any, Mapping, Sequence
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from cvs_tasks.verify.record import effective_facts
 from cvs_tasks.report import svg
 from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
+from cvs_tasks.run.records import StepRow
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -51,7 +53,7 @@ def render_report(
     results: Mapping[str, Any],
     *,
     effective_config: Any = None,
-    steps_by_combo: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+    steps_by_combo: Mapping[str, Sequence[StepRow]] | None = None,
     trends: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
 ) -> str:
     """The full report page for a run (``trends``: combo -> metric -> last runs, for sparklines)."""
@@ -172,7 +174,7 @@ def consolidated_rows(results: Mapping[str, Any]) -> list[dict]:
     return rows
 
 
-def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[Any]],
+def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
                trends: Mapping[str, Any] | None = None) -> dict:
     tests = results.get("tests", [])
     training = _find(tests, "training", combo)
@@ -206,6 +208,8 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[
 def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> list[tuple[str, str]]:
     if not details:
         return []
+    if "last_step" not in details:  # failed before any iteration: only what the trainer said it runs
+        return effective_facts(details)
     facts = [("Steps", _progress(details.get("last_step"), details.get("planned")))]
     if "completed" in details:
         facts.append(("Completed", or_dash(details.get("completed"))))
@@ -215,13 +219,13 @@ def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> li
     if distributed or details.get("scaling_efficiency_pct") is not None:
         value = details.get("scaling_efficiency_pct")
         facts.append(("Scaling efficiency", f"{fmt_number(value)} %" if value is not None else DASH))
-    return facts
+    return facts + effective_facts(details)
 
 
-def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[Sequence[Any]]) -> dict:
+def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[StepRow]) -> dict:
     """Loss-curve chart (all logged losses, the sampled points, their least-squares trend) and numbers."""
     points = [(p[0], p[1]) for p in details.get("points", []) if isinstance(p, (list, tuple)) and len(p) >= 2]
-    logged = [(row[0], row[4]) for row in steps if len(row) >= 5 and row[4] is not None]
+    logged = [(row.step, row.loss) for row in steps if row.loss is not None]
     series = []
     if logged:
         series.append(svg.Series("lm loss", logged, "#90a4ae", "line"))
@@ -244,8 +248,8 @@ def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[Sequence[A
     return {"svg": Markup(chart), "facts": facts}
 
 
-def throughput_svg(combo: str, steps: Sequence[Sequence[Any]]) -> Markup:
-    points = [(row[0], row[2]) for row in steps if len(row) >= 3 and row[2] is not None]
+def throughput_svg(combo: str, steps: Sequence[StepRow]) -> Markup:
+    points = [(row.step, row.tflops) for row in steps if row.tflops is not None]
     chart = svg.line_chart(
         [svg.Series("TFLOP/s/GPU", points, TFLOPS_COLOUR, "line")],
         title=f"Throughput per step {combo}",

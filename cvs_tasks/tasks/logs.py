@@ -11,6 +11,8 @@ from typing import Iterator
 from invoke import Collection, task
 from invoke.exceptions import Exit
 
+from cvs_tasks.verify import effective_from_arguments
+from cvs_tasks.verify.record import describe
 from cvs_tasks.errors import BadInput, GateFailed
 from cvs_tasks.metrics import parse_file
 from cvs_tasks.metrics.verdict import unit_for
@@ -69,6 +71,8 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
         parser = parse_file(file, dialect=dialect, seq_length=_positive_int("seq-length", seq_length),
                             world_size=_positive_int("world-size", world_size), model=model)
         summary = parser.summary()
+        effective = effective_from_arguments(parser.arguments)
+        summary["effective_config"] = effective.known() if effective else None
         if json:
             print(jsonlib.dumps(summary, indent=2))
             _fatal_exit(parser, file)
@@ -86,6 +90,7 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
         loss = summary["loss"]
         print(f"  loss first {_fmt(loss['first'])} @ {loss['first_step']}, "
               f"last {_fmt(loss['last'])} @ {loss['last_step']}")
+        print(f"  trainer ran: {describe(effective) if effective else 'not stated (no arguments dump)'}")
         print(f"  lines {summary['lines']}, skipped {summary['lines_skipped']}, "
               f"error signatures {len(summary['errors']) + summary['errors_dropped']}")
         cause = summary["root_cause"]

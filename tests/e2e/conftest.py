@@ -88,3 +88,13 @@ def impossible_gate(tmp_path: Path, metric: str, spec: dict):
         thr.write_text(json.dumps(data))
 
     return edit
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every end-to-end test is in the slow tier (`testbed`), also the host-runtime ones that need
+    no testbed: `-m "not testbed"` stays the fast suite."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.testbed)

@@ -79,6 +79,8 @@ def test_all_passes_on_the_testbed(config, cluster_attr, clean_nodes, reports):
         assert res.record("metric", combo)["status"] == "PASS"
         assert res.record("loss_curve", combo)["status"] == "PASS"
         assert len(training["nodes"]) == (2 if "distributed" in config else 1)
+        effective = training["data"]["effective_config"]  # what the trainer said it ran, read back
+        assert effective["world_size"] == 8 * len(training["nodes"]) and training["data"]["config_mismatches"] == []
     if "distributed" in config:
         eff = res.record("training", combos[0])["data"]["scaling_efficiency_pct"]
         assert eff is not None and 80 < eff < 120

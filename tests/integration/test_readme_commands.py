@@ -137,6 +137,7 @@ def scratch(tmp_path):
     return tmp_path, env
 
 
+@pytest.mark.testbed  # the slow tier: three demo runs and a dozen CLI processes
 def test_readme_commands_run(scratch):
     """Every command outside the testbed block, in README order, in one working folder."""
     cwd, env = scratch
@@ -168,8 +169,9 @@ def test_readme_commands_run(scratch):
 
 @pytest.mark.testbed
 def test_readme_testbed_commands_run(scratch, testbed_cluster):
-    """The testbed block: up (reuses the session's testbed), a dry run of the distributed config
-    against its cluster file, and down on a state folder of its own (the session's testbed stays)."""
+    """The testbed block, from the repo root as the README runs it: up (reuses the session's
+    testbed), a dry run of the distributed config against its cluster file, and down on a state
+    folder of its own (the session's testbed stays)."""
     cwd, env = scratch
     commands = [c for c in readme_commands(README.read_text(encoding="utf-8")) if HOW[c] == "testbed"]
     assert len(commands) == 3
@@ -182,4 +184,4 @@ def test_readme_testbed_commands_run(scratch, testbed_cluster):
             argv = _with_dry_run(argv)
         if argv[:2] == ["invoke", "testbed.down"]:
             argv += ["--state-dir", str(cwd / "no-testbed-here")]
-        _check(command, _run(argv, cwd, env, timeout=600))
+        _check(command, _run(argv, ROOT, env, timeout=600))

@@ -10,7 +10,7 @@ from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.slurm import SlurmClient, SlurmHosts
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.testbed]
 
 
 @pytest.fixture

@@ -36,9 +36,9 @@ def strip_none(value):
     return value
 
 
-def two_nodes() -> dict:
+def nodes(count: int) -> dict:
     return {"username": "ops", "priv_key_file": "/home/ops/.ssh/id_ed25519",
-            "node_dict": {"10.0.0.1": {}, "10.0.0.2": {"port": 2222}}}
+            "node_dict": {f"10.0.0.{i}": ({"port": 2222} if i == 2 else {}) for i in range(1, count + 1)}}
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=[t.name for t in TEMPLATES])
@@ -95,9 +95,9 @@ def test_config_templates_as_shipped_fail_with_the_same_problems(template, tmp_p
     assert problems[0] == problems[1] and problems[0]
 
 
-@pytest.mark.parametrize("name", ["mi3xx_megatron_llama-3.1-8b_distributed.json",
-                                  "mi3xx_megatron_llama-3.1-405b_distributed.json"])
-def test_a_toml_suite_and_a_json_suite_load_to_the_same_plan(name, tmp_path):
+@pytest.mark.parametrize("name, count", [("mi3xx_megatron_llama-3.1-8b_distributed.json", 2),
+                                         ("mi3xx_megatron_llama-3.1-405b_distributed.json", 4)])
+def test_a_toml_suite_and_a_json_suite_load_to_the_same_plan(name, count, tmp_path):
     filled = fill_template(json.loads((REPO / "configs" / name).read_text()), gpu="MI300X", config_name=name)
     filled["threshold_json"] = ""  # the threshold file next to the config, in the config's own format
     threshold = json.loads((REPO / "thresholds" / filled_threshold_name(name)).read_text())
@@ -109,10 +109,10 @@ def test_a_toml_suite_and_a_json_suite_load_to_the_same_plan(name, tmp_path):
         write(config_path, filled)
         if fmt == "json":
             write_json(folder / filled_threshold_name(name), threshold)
-            cluster = parse_cluster(two_nodes(), folder / "cluster.json")
+            cluster = parse_cluster(nodes(count), folder / "cluster.json")
         else:
             write_toml(folder / filled_threshold_name(name).replace(".json", ".toml"), threshold, "threshold")
-            cluster = load_cluster(write_toml(folder / "cluster.toml", two_nodes(), "cluster"))
+            cluster = load_cluster(write_toml(folder / "cluster.toml", nodes(count), "cluster"))
         suite = load_suite(config_path, cluster)
         plans.append((make_plan(suite, cluster), suite))
     (plan_a, suite_a), (plan_b, suite_b) = plans

@@ -35,10 +35,9 @@ export HF_TOKEN="$(cat /home/alice/.hf_token)"
 export DATA_CACHE_PATH=/home/alice/cache
 export TOKENIZER_MODEL=meta-llama/Llama-3.1-8B
 {ROCM_DETECT}\
-export LOG_DIR=/home/alice/LOGS/megatron
+export LOG_DIR={LOGS}/out-node0
 export EXP_NAME=megatron_training
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=0
-export TRAIN_LOG={LOGS}/out-node0/train_script.log
 RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0 bash /workspace/Megatron-LM/examples/llama/train_llama3.sh
 cvs_finish "$?"
 """
@@ -104,10 +103,10 @@ def test_prepare_creates_private_script_dir_and_combo_log_dir_and_drops_stale_lo
          "RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TOTAL_ITERS=20 "
          "TE_FP8=0 TE_FP4=0 NODE_RANK=0 bash /workspace/Megatron-LM/examples/llama/train_llama2.sh"),
         ("deepseek-ai/DeepSeek-V2-Lite", "FP8",
-         "RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
+         "AC=none SEQ_LEN=8192 PAD_LEN=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
          "PR=fp8 NODE_RANK=0 bash /workspace/Megatron-LM/examples/deepseek_v2/train_deepseekv2.sh"),
         ("deepseek-ai/DeepSeek-V2-Lite", "FP16",
-         "RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
+         "AC=none SEQ_LEN=8192 PAD_LEN=8192 MBS=4 GBS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TRAIN_ITERS=20 "
          "PR=fp16 NODE_RANK=0 bash /workspace/Megatron-LM/examples/deepseek_v2/train_deepseekv2.sh"),
         ("mistralai/Mixtral-8x7B-v0.1", "BF16",
          "RECOMPUTE=0 SEQLEN=8192 MBS=4 GBS=128 TP_SIZE=1 PP_SIZE=1 FSDP=0 MODEL_SIZE=8 "
@@ -197,22 +196,27 @@ def test_changeme_rocm_dir_means_detect():
 
 
 def test_downloaded_tokenizer_path_is_passed_instead_of_repo_id():
-    job = with_params(make_job(tokenizer_path="/home/alice/cache/deepseek_v2_lite/tokenizer.model"),
-                      tokenizer_model="deepseek-ai/DeepSeek-V2-Lite", model_name="deepseek_v2_lite")
+    job = with_params(make_job(tokenizer_path="/home/alice/cache/mixtral_8x7B/tokenizer.model"),
+                      tokenizer_model="mistralai/Mixtral-8x7B-v0.1", model_name="mixtral_8x7B")
     plan = build_launch(job)
-    assert "export TOKENIZER_MODEL=/home/alice/cache/deepseek_v2_lite/tokenizer.model\n" in (
+    assert "export TOKENIZER_MODEL=/home/alice/cache/mixtral_8x7B/tokenizer.model\n" in (
         plan.nodes[0].script_text)
     assert plan.warnings == []
 
 
 def test_missing_local_tokenizer_warns_and_passes_repo_id():
-    job = with_params(make_job(), tokenizer_model="deepseek-ai/DeepSeek-V2-Lite")
+    job = with_params(make_job(), tokenizer_model="mistralai/Mixtral-8x7B-v0.1")
     plan = build_launch(job)
-    assert "export TOKENIZER_MODEL=deepseek-ai/DeepSeek-V2-Lite\n" in plan.nodes[0].script_text
+    assert "export TOKENIZER_MODEL=mistralai/Mixtral-8x7B-v0.1\n" in plan.nodes[0].script_text
     assert plan.warnings == [
-        "deepseek-ai/DeepSeek-V2-Lite needs a local tokenizer.model but none was downloaded; "
+        "mistralai/Mixtral-8x7B-v0.1 needs a local tokenizer.model but none was downloaded; "
         "passing the repo id (run the tokenizer stage first)"
     ]
+
+
+def test_deepseek_loads_its_tokenizer_from_the_hub_so_nothing_is_downloaded_or_warned():
+    job = with_params(make_job(), tokenizer_model="deepseek-ai/DeepSeek-V2-Lite")
+    assert build_launch(job).warnings == []
 
 
 def test_distributed_writes_one_script_per_node_with_its_rank_and_gid_reexport():
@@ -224,7 +228,7 @@ def test_distributed_writes_one_script_per_node_with_its_rank_and_gid_reexport()
     for node in plan.nodes:
         script = node.script_text
         assert f" NODE_RANK={node.rank} bash " in _run_line(script)
-        assert f"export TRAIN_LOG={LOGS}/out-node{node.rank}/train_script.log\n" in script
+        assert f"export LOG_DIR={LOGS}/out-node{node.rank}\n" in script and "TRAIN_LOG" not in script
         assert f"> {SCRIPTS}/node{node.rank}.exit.tmp" in script
         # MI300X -> thor2 (Broadcom): the GID index is really exported, right before the launch.
         assert script.splitlines()[-3] == "export NCCL_IB_GID_INDEX=3"
@@ -255,7 +259,7 @@ def test_host_runtime_exports_env_quoted_before_the_launch():
            "ODD": "it's", "bad-name": "x"}
     plan = build_launch(make_job(runtime="host", env=env))
     lines = plan.nodes[0].script_text.splitlines()
-    start = lines.index("export TORCH_NCCL_ASYNC_ERROR_HANDLING=0") + 2
+    start = lines.index("export TORCH_NCCL_ASYNC_ERROR_HANDLING=0") + 1
     assert lines[start:start + 4] == [
         "export MASTER_ADDR=127.0.0.1",
         "export NCCL_SOCKET_IFNAME='enp 1'",
@@ -304,3 +308,11 @@ def test_impossible_jobs_are_setup_errors(field, value, where):
     with pytest.raises(JobSetupError) as err:
         build_launch(dataclasses.replace(make_job(), **{field: value}))
     assert err.value.field == where
+
+
+def test_deepseek_gets_the_names_its_script_reads_recompute_on_is_ac_full():
+    job = with_params(make_job(precision="BF16"), tokenizer_model="deepseek-ai/DeepSeek-V2-Lite", recompute="1",
+                      sequence_length="4096")
+    line = _run_line(build_launch(job).nodes[0].script_text)
+    assert line.startswith("AC=full SEQ_LEN=4096 PAD_LEN=4096 MBS=4 GBS=128 ")
+    assert "RECOMPUTE=" not in line and "SEQ_LENGTH=" not in line

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 FAKE_LLAMA3 = """\
 if [ "$HF_TOKEN" = "$EXPECTED_TOKEN" ]; then echo token-ok; else echo token-wrong; fi
-echo "MBS=$MBS BS=$BS NODE_RANK=$NODE_RANK FOO=$FOO TRAIN_LOG=$TRAIN_LOG"
+echo "MBS=$MBS BS=$BS NODE_RANK=$NODE_RANK FOO=$FOO LOG_DIR=$LOG_DIR"
 if [ "${HANG:-0}" = 1 ]; then sleep 60 & wait; fi
 exit 3
 """
@@ -95,8 +95,8 @@ def test_megatron_wrapper_runs_detached_and_records_the_exit_status(site):
         assert wait_for(node.pid_path).isdigit()
         log = Path(node.log_path).read_text()
         assert "token-ok" in log and CANARY_TOKEN not in log
-        assert (f"MBS=4 BS=128 NODE_RANK={node.rank} FOO=a b'c TRAIN_LOG="
-                f"{plan.combo_log_dir}/out-node{node.rank}/train_script.log") in log
+        assert (f"MBS=4 BS=128 NODE_RANK={node.rank} FOO=a b'c LOG_DIR="
+                f"{plan.combo_log_dir}/out-node{node.rank}") in log
     assert oct(os.stat(plan.nodes[0].script_path).st_mode & 0o777) == "0o700"
     assert oct(os.stat(Path(plan.nodes[0].script_path).parent).st_mode & 0o777) == "0o700"
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from cvs_tasks.jobs.watch import Watcher, WatchSettings, WatchTarget
 from cvs_tasks.metrics import LogParser
-from cvs_tasks.remote import ReadResult
+from cvs_tasks.remote.testing import ScriptedHosts
 
 
 def iteration(step: int, total: int, loss: float = 9.0) -> str:
@@ -28,39 +28,15 @@ class Clock:
 
 
 @dataclass
-class FakeNode:
-    script: list[str] = field(default_factory=list)  # text appended at each poll
-    exit_after: int | None = None  # exit code file appears at this poll number
+class Node:
+    """What one node's log does: ``script`` is appended one chunk per poll; the exit status
+    shows from poll ``exit_after`` on; an unreachable node fails every read."""
+
+    script: list[str] = field(default_factory=list)
+    exit_after: int | None = None
     exit_code: int = 0
     unreachable: bool = False
-    text: str = ""
-    reads: int = 0
-    bytes_sent: int = 0
-
-
-class FakeHosts:
-    """Each read_from call is one poll: every node appends its next scripted chunk first."""
-
-    def __init__(self, nodes: list[FakeNode], clock: Clock, step_s: float = 1.0) -> None:
-        self.nodes = nodes
-        self.clock = clock
-        self.step_s = step_s
-
-    def read_from(self, paths, offsets, max_bytes, *, sidecars=None, timeout):
-        out = []
-        for rank, (node, offset) in enumerate(zip(self.nodes, offsets)):
-            node.reads += 1
-            if node.unreachable:
-                out.append(ReadResult(f"n{rank}", rank, "", offset, None, None, f"node n{rank}: connection refused"))
-                continue
-            if node.script:
-                node.text += node.script.pop(0)
-            data = node.text.encode()[offset : offset + max_bytes].decode()
-            node.bytes_sent += len(data.encode())
-            exited = node.exit_after is not None and node.reads >= node.exit_after
-            out.append(ReadResult(f"n{rank}", rank, data, offset + len(data.encode()), len(node.text.encode()),
-                                  f"{node.exit_code}\n" if exited else None, None))
-        return out
+    complete: bool = True  # every chunk must have been read by the end of the watch
 
 
 class FakeStop(threading.Event):
@@ -75,16 +51,23 @@ class FakeStop(threading.Event):
         return self.is_set()
 
 
-def watch(nodes: list[FakeNode], iterations: int = 4, tmp_path=None, **settings):
+def watch(nodes: list[Node], iterations: int = 4, tmp_path=None, **settings):
+    """Watch scripted nodes n0, n1, ...; returns the outcome, the events, the clock and each node's log."""
     clock = Clock()
     events: list = []
+    hosts = ScriptedHosts([f"n{i}" for i in range(len(nodes))])
+    logs = [hosts.expect_read(f"/logs/out-node{i}/training.log", node.script,
+                              exit_code=node.exit_code if node.exit_after is not None else None,
+                              exit_after=node.exit_after, complete=node.complete,
+                              error="connection refused" if node.unreachable else None, on=f"n{i}")[0]
+            for i, node in enumerate(nodes)]
     targets = [
         WatchTarget(i, f"n{i}", f"/logs/out-node{i}/training.log", f"/s/node{i}.exit",
                     (tmp_path / f"node{i}.log") if tmp_path else None)
         for i in range(len(nodes))
     ]
     w = Watcher(
-        FakeHosts(nodes, clock),
+        hosts,
         targets,
         iterations=iterations,
         settings=WatchSettings(**{"poll_interval_s": 1.0, "stall_timeout_s": 30, "startup_timeout_s": 60, **settings}),
@@ -95,88 +78,152 @@ def watch(nodes: list[FakeNode], iterations: int = 4, tmp_path=None, **settings)
         stop=FakeStop(clock),
         clock=clock,
     )
-    return w.run(), events, clock
+    outcome = w.run()
+    hosts.assert_done()
+    return outcome, events, clock, logs
 
 
 def test_completion_ends_the_watch_when_the_job_exits(tmp_path):
-    node = FakeNode(script=[iteration(1, 4), iteration(2, 4) + iteration(3, 4), iteration(4, 4)], exit_after=3)
-    outcome, events, clock = watch([node], tmp_path=tmp_path)
+    node = Node(script=[iteration(1, 4), iteration(2, 4) + iteration(3, 4), iteration(4, 4)], exit_after=3)
+    outcome, events, clock, [log] = watch([node], tmp_path=tmp_path)
     assert outcome.ok and outcome.status == "completed"
     assert outcome.reporting.last_step == 4
-    assert (tmp_path / "node0.log").read_text() == node.text  # the pulled-back copy is exact
-    assert node.bytes_sent == len(node.text.encode())  # every byte travelled once
+    assert (tmp_path / "node0.log").read_bytes() == log.content  # the pulled-back copy is exact
+    assert log.sent == len(log.content)  # every byte travelled once
     assert any(getattr(e, "state", None) == "done" for e in events)
 
 
 def test_a_fatal_signature_fails_the_watch_in_the_poll_that_reads_it():
     oom = "[rank5]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 3.91 GiB. GPU 5 has a total capacity of 191.98 GiB\n"
-    node = FakeNode(script=[iteration(1, 10), iteration(2, 10), oom])
-    outcome, _, clock = watch([node], iterations=10)
+    node = Node(script=[iteration(1, 10), iteration(2, 10), oom])
+    outcome, _, clock, [log] = watch([node], iterations=10)
     assert outcome.status == "failed"
     assert outcome.error["cls"] == "oom" and outcome.error["host"] == "n0"
-    assert node.reads == 3 and clock.now == 2.0  # third poll; two 1 s waits before it
+    assert log.polls == 3 and clock.now == 2.0  # third poll; two 1 s waits before it
 
 
 def test_the_root_cause_outranks_the_nccl_echo_on_the_peer():
-    peer = FakeNode(script=[
+    peer = Node(script=[
         "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, remote process exited or there was a network error, NCCL version 2.21.5\n"
     ])
-    culprit = FakeNode(script=["Memory access fault by GPU node-9 (Agent handle: 0x55d0) on address 0x7f2a. Reason: Page not present or supervisor privilege.\n"])
-    outcome, _, _ = watch([peer, culprit])
+    culprit = Node(script=["Memory access fault by GPU node-9 (Agent handle: 0x55d0) on address 0x7f2a. Reason: Page not present or supervisor privilege.\n"])
+    outcome, _, _, _ = watch([peer, culprit])
     assert outcome.error["cls"] == "gpu_fault" and outcome.error["rank"] == 1
     assert "n0" in outcome.reason  # the peer's error is still mentioned
 
 
 def test_a_job_that_exits_without_completing_is_reported_with_its_status():
-    node = FakeNode(script=[iteration(1, 10), iteration(2, 10)], exit_after=2, exit_code=137)
-    outcome, _, _ = watch([node], iterations=10)
+    node = Node(script=[iteration(1, 10), iteration(2, 10)], exit_after=2, exit_code=137)
+    outcome, _, _, _ = watch([node], iterations=10)
     assert outcome.status == "exited"
     assert "status 137" in outcome.reason and "n0" in outcome.reason and "2/10" in outcome.reason
 
 
 def test_no_new_iteration_for_the_stall_timeout_is_a_stall():
-    node = FakeNode(script=[iteration(1, 10), iteration(2, 10)])
-    outcome, _, clock = watch([node], iterations=10, stall_timeout_s=5)
+    node = Node(script=[iteration(1, 10), iteration(2, 10)])
+    outcome, _, clock, _ = watch([node], iterations=10, stall_timeout_s=5)
     assert outcome.status == "stalled" and "stuck at step 2/10" in outcome.reason
     assert 5 < clock.now <= 8
 
 
 def test_no_first_iteration_within_the_startup_timeout_is_a_stall():
-    outcome, _, clock = watch([FakeNode()], startup_timeout_s=10)
+    outcome, _, clock, _ = watch([Node()], startup_timeout_s=10)
     assert outcome.status == "stalled" and "no training iteration within 10s" in outcome.reason
 
 
 def test_a_node_that_stops_answering_is_an_infrastructure_failure():
-    outcome, _, _ = watch([FakeNode(script=[iteration(1, 4)]), FakeNode(unreachable=True)])
+    outcome, _, _, _ = watch([Node(script=[iteration(1, 4)]), Node(unreachable=True)])
     assert outcome.status == "unreachable" and outcome.infrastructure
     assert "n1" in outcome.reason
 
 
 def test_the_overall_timeout_bounds_every_watch():
-    node = FakeNode(script=[iteration(i, 1000) for i in range(1, 200)])
-    outcome, _, clock = watch([node], iterations=1000, timeout_s=20)
+    node = Node(script=[iteration(i, 1000) for i in range(1, 200)], complete=False)
+    outcome, _, clock, _ = watch([node], iterations=1000, timeout_s=20)
     assert outcome.status == "timeout" and clock.now <= 22
 
 
 def test_more_bytes_than_one_read_carries_are_fetched_without_waiting():
-    node = FakeNode(script=["".join(iteration(i, 4) for i in range(1, 5))], exit_after=1)
-    outcome, _, clock = watch([node], max_bytes=200)
+    node = Node(script=["".join(iteration(i, 4) for i in range(1, 5))], exit_after=1)
+    outcome, _, clock, _ = watch([node], max_bytes=200)
     assert outcome.ok
     assert clock.now < 2  # consecutive reads drained the log, no poll interval in between
 
 
 def test_an_absurd_iteration_number_is_skipped_and_the_run_completes():
     huge = iteration(3, 4).replace("       3/", " 9223372036854775808/") + iteration(3, 4).replace("       3/", " " + "7" * 4000 + "/")
-    node = FakeNode(script=[iteration(1, 4) + iteration(2, 4), huge, iteration(3, 4) + iteration(4, 4)], exit_after=3)
-    outcome, _, _ = watch([node])
+    node = Node(script=[iteration(1, 4) + iteration(2, 4), huge, iteration(3, 4) + iteration(4, 4)], exit_after=3)
+    outcome, _, _, _ = watch([node])
     assert outcome.ok and outcome.reporting.last_step == 4
     assert outcome.reporting.parser.lines_skipped == 2
 
 
 def test_a_ranks_exception_outranks_the_watchdog_timeout_a_peer_prints_later():
-    peer = FakeNode(script=[iteration(1, 10), "[rank0]:[E1130 04:22:55.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] "
+    peer = Node(script=[iteration(1, 10), "[rank0]:[E1130 04:22:55.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] "
                             "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
                             "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n"])
-    culprit = FakeNode(script=["[rank12]: FileNotFoundError: [Errno 2] No such file or directory: '/data/index.npy'\n"])
-    outcome, _, _ = watch([peer, culprit], iterations=10)
+    # both lines arrive in the same poll (the peer's is read too: the script checks every chunk was)
+    culprit = Node(script=[iteration(1, 10), "[rank12]: FileNotFoundError: [Errno 2] No such file or directory: "
+                           "'/data/index.npy'\n"])
+    outcome, _, _, _ = watch([peer, culprit], iterations=10)
     assert outcome.error["name"] == "python_exception" and outcome.error["rank"] == 1
+
+
+def dump(**args: str) -> str:
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (47 - len(k))} {v}" for k, v in sorted(args.items())]
+    return "\n".join(lines + ["-------------------- end of arguments ---------------------"]) + "\n"
+
+
+@dataclass
+class Check:
+    ok: bool
+    reason: str
+
+
+def watch_checked(nodes, check, iterations=4):
+    clock = Clock()
+    targets = [WatchTarget(i, f"n{i}", f"/l{i}", f"/e{i}") for i in range(len(nodes))]
+    seen: list = []
+
+    def config_check(parser):
+        seen.append(dict(parser.arguments))
+        return check(parser.arguments)
+
+    w = Watcher(FakeHosts(nodes, clock), targets, iterations=iterations,
+                settings=WatchSettings(poll_interval_s=1.0, stall_timeout_s=30, startup_timeout_s=60),
+                parser_factory=LogParser, listener=lambda e: None, stage="training", combo="C",
+                stop=FakeStop(clock), clock=clock, config_check=config_check)
+    return w.run(), seen, nodes
+
+
+def test_a_mismatching_dump_fails_the_job_in_the_poll_that_completes_it_not_at_the_end():
+    first, rest = dump(seq_length="2048", world_size="8").split("  world_size")
+    node = FakeNode(script=[first, "  world_size" + rest, iteration(1, 100)] + [iteration(s, 100) for s in range(2, 101)])
+    outcome, seen, _ = watch_checked([node], lambda a: Check(a["seq_length"] == "4096", "seq_length 2048 != 4096"),
+                                     iterations=100)
+    assert outcome.status == "mismatch" and not outcome.ok and not outcome.infrastructure
+    assert outcome.reason == "node n0: seq_length 2048 != 4096"
+    assert node.reads == 2  # the dump's end line arrived in the second poll; no iteration was waited for
+    assert seen == [{"seq_length": "2048", "world_size": "8"}]  # checked once, with the whole dump
+    assert outcome.config_check.reason == "seq_length 2048 != 4096"
+
+
+def test_a_matching_dump_is_checked_once_and_kept_on_the_outcome():
+    node = FakeNode(script=[dump(seq_length="4096"), iteration(1, 2), iteration(2, 2)], exit_after=3)
+    outcome, seen, _ = watch_checked([node], lambda a: Check(True, ""), iterations=2)
+    assert outcome.ok and len(seen) == 1 and outcome.config_check.ok and outcome.warnings == []
+
+
+def test_a_log_without_a_dump_completes_with_a_warning_not_a_failure():
+    node = FakeNode(script=[iteration(1, 2), iteration(2, 2)], exit_after=2)
+    outcome, seen, _ = watch_checked([node], lambda a: Check(False, "never"), iterations=2)
+    assert outcome.ok and seen == [] and outcome.config_check is None
+    assert "no node's log holds an arguments dump" in outcome.warnings[0]
+
+
+def test_every_node_that_prints_a_dump_is_checked():
+    good, bad = dump(world_size="16"), dump(world_size="8")
+    nodes = [FakeNode(script=[good]), FakeNode(script=[bad])]
+    outcome, seen, _ = watch_checked(nodes, lambda a: Check(a["world_size"] == "16", "world_size 8 != 16"))
+    assert outcome.status == "mismatch" and outcome.reason == "node n1: world_size 8 != 16"

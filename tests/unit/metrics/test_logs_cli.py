@@ -49,3 +49,11 @@ def test_missing_file_is_bad_input(tmp_path):
     with pytest.raises(Exit) as exc:
         parse(Context(), str(tmp_path / "nope.log"))
     assert exc.value.code == 2
+
+
+def test_parse_says_what_the_trainer_ran(fixture_log, capsys):
+    run("parse", str(fixture_log("megatron_upstream_seconds.log")), "--json")
+    out = json.loads(capsys.readouterr().out)
+    assert out["effective_config"]["seq_length"] == 8192 and out["effective_config"]["world_size"] == 8
+    run("parse", str(fixture_log("megatron_upstream_seconds.log")))
+    assert "trainer ran: 8 GPUs, MBS 2, GBS 128, seq 8192" in capsys.readouterr().out

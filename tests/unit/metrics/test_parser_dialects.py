@@ -82,13 +82,30 @@ def test_validation_memory_and_timer_lines_are_not_iterations(fixture_log):
     assert parser.summary()["eval_losses"] == [[10, 9.6123], [20, 7.1]]
 
 
-def test_arguments_dump_supplies_sizes_and_explicit_arguments_win(fixture_log):
+def test_arguments_dump_supplies_sizes_and_wins_over_the_values_given(fixture_log):
+    """Metrics follow what the trainer says it ran: the asked sizes only fill in a log without a dump."""
     parser = parse_file(fixture_log("megatron_upstream_seconds.log"))
     assert (parser.seq_length, parser.world_size, parser.global_batch_size) == (8192, 8, 128)
-    explicit = parse_file(fixture_log("megatron_upstream_seconds.log"), seq_length=4096, world_size=16)
-    assert (explicit.seq_length, explicit.world_size) == (4096, 16)
-    assert explicit.metrics()["training.tokens_per_gpu"] == pytest.approx(
+    asked = parse_file(fixture_log("megatron_upstream_seconds.log"), seq_length=4096, world_size=16,
+                       global_batch_size=256)
+    assert (asked.seq_length, asked.world_size, asked.global_batch_size) == (8192, 8, 128)
+    assert asked.metrics()["training.tokens_per_gpu"] == pytest.approx(parser.metrics()["training.tokens_per_gpu"])
+    text = fixture_log("megatron_upstream_seconds.log").read_text()
+    no_dump = LogParser(seq_length=4096, world_size=16)
+    no_dump.feed(text.replace("  seq_length ", "  seq_length_unused ").replace("  world_size ", "  world_size_unused "))
+    assert (no_dump.seq_length, no_dump.world_size) == (4096, 16)
+    assert no_dump.metrics()["training.tokens_per_gpu"] == pytest.approx(
         parser.metrics()["training.tokens_per_gpu"] / 4)
+
+
+def test_arguments_complete_after_the_end_line(fixture_log):
+    text = fixture_log("megatron_upstream_seconds.log").read_text()
+    end = text.index("end of arguments")
+    parser = LogParser()
+    parser.feed(text[:end])
+    assert parser.arguments and not parser.arguments_complete
+    parser.feed(text[end:])
+    assert parser.arguments_complete
 
 
 def test_no_seq_length_means_no_tokens(fixture_log):

@@ -13,10 +13,8 @@ from cvs_tasks.remote import LocalHosts, Node
 from cvs_tasks.remote.check import (PROBE_MARK, CheckItem, NodeCheck, check_nodes, disk_command,
                                     format_check_table, parse_df_available_kib, parse_probe,
                                     probe_command)
-from cvs_tasks.remote.hosts import Hosts
-from cvs_tasks.remote.results import RawResult
+from cvs_tasks.remote.testing import ScriptedHosts
 from cvs_tasks.tasks import cluster as cluster_tasks
-from remote_fakes import ok
 
 DF = """Filesystem     1024-blocks      Used Available Capacity Mounted on
 /dev/nvme0n1p2  1921724676 503417300 1320634660      28% /
@@ -39,20 +37,12 @@ def probe_output(**probes: tuple[int, str]) -> str:
     return "".join(f"{PROBE_MARK} {name} {code}\n{out.rstrip(chr(10))}\n" for name, (code, out) in probes.items())
 
 
-class ProbeHosts(Hosts):
-    """Nodes answering the combined probe with canned output (RawResult per node name)."""
-
-    def __init__(self, answers: dict[str, RawResult]):
-        super().__init__([Node(n, n, rank=i) for i, n in enumerate(answers)])
-        self.answers = answers
-        self.commands: list[str] = []
-
-    def _exec_many(self, commands, stdins, timeout):
-        self.commands += commands
-        return [self.answers[n.name] for n in self.nodes]
-
-    def subset(self, indices):
-        raise AssertionError("the check makes one call over all nodes")
+def probing(answers: dict[str, dict]) -> ScriptedHosts:
+    """Nodes that each expect the combined probe once (one round trip) and answer it as given."""
+    hosts = ScriptedHosts(list(answers))
+    for name, reply in answers.items():
+        hosts.expect(lambda command: PROBE_MARK in command, on=name, **reply)
+    return hosts
 
 
 def test_one_probe_command_runs_every_check_and_its_output_parses():
@@ -66,11 +56,11 @@ def test_one_probe_command_runs_every_check_and_its_output_parses():
 
 
 def test_check_nodes_reports_each_check_with_a_reason():
-    hosts = ProbeHosts({
-        "n0": ok(probe_output(docker=(0, "27.1"), image=(0, "sha256:1"), gpus=(0, ""), disk=(0, DF))),
-        "n1": ok(probe_output(docker=(0, "27.1"), image=(1, "No such image: img"), gpus=(1, ""),
-                              disk=(0, DF))),
-        "n2": RawResult(None, b"", b"", "ssh: connect to host n2: Connection refused"),
+    hosts = probing({
+        "n0": dict(stdout=probe_output(docker=(0, "27.1"), image=(0, "sha256:1"), gpus=(0, ""), disk=(0, DF))),
+        "n1": dict(stdout=probe_output(docker=(0, "27.1"), image=(1, "No such image: img"), gpus=(1, ""),
+                                       disk=(0, DF))),
+        "n2": dict(error="ssh: connect to host n2: Connection refused"),
     })
     checks = check_nodes(hosts, {"name": "docker"}, "img", "/var/log/cvs", "test -e /dev/kfd",
                          min_free_gib=2000)
@@ -84,12 +74,12 @@ def test_check_nodes_reports_each_check_with_a_reason():
     assert checks[0].items[4].detail == "1259.5 GiB free in /var/log/cvs, need 2000"
     assert checks[1].items[2].detail == "img not present (the launch will pull or load it)"
     assert checks[2].items[0].detail == "ssh: connect to host n2: Connection refused"
-    assert len(hosts.commands) == 3  # one round trip per node
+    hosts.assert_done()  # one round trip per node
 
 
 def test_docker_down_skips_the_image_check_with_the_reason():
-    hosts = ProbeHosts({"n0": ok(probe_output(docker=(1, "Cannot connect to the Docker daemon"),
-                                              image=(1, "Cannot connect"), gpus=(0, ""), disk=(0, DF)))})
+    hosts = probing({"n0": dict(stdout=probe_output(docker=(1, "Cannot connect to the Docker daemon"),
+                                                    image=(1, "Cannot connect"), gpus=(0, ""), disk=(0, DF)))})
     [check] = check_nodes(hosts, "docker", "img", "/", "true", min_free_gib=1)
     assert [(i.name, i.ok) for i in check.items][1:3] == [("docker", False), ("image", None)]
     assert "Cannot connect to the Docker daemon" in check.items[1].detail

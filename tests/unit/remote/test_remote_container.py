@@ -1,15 +1,25 @@
-"""Container runtimes against an in-memory Docker per node: lifetimes, rollback, retries."""
+"""Container runtimes against scripted nodes: lifetimes, rollback, retries — by what they send."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from cvs_tasks.errors import BadInput
 from cvs_tasks.remote import HostRuntime, RetryPolicy, runtime_for
 from cvs_tasks.remote.leftovers import find_leftovers, remove_leftovers
-from remote_fakes import FakeDockerHosts, err
+from cvs_tasks.remote.testing import ScriptedHosts
 
 IMAGE = "rocm/megatron-lm:v25.9"
+RM = "docker rm -f cvs-c"
+GONE = "Error response from daemon: No such container: cvs-c"
+HAS_IMAGE = f"docker image inspect --format '{{{{.Id}}}}' {IMAGE}"
+NO_IMAGE = f"Error: No such image: {IMAGE}"
+RUN = ("docker run -d --name cvs-c --label cvs.run_id=run1 --label cvs.owner=alice "
+       "--label cvs.name=cvs-c --network host -e NNODES=2 rocm/megatron-lm:v25.9 sleep infinity")
+STATE = "docker container inspect --format '{{.State.Status}}' cvs-c"
+PULL = f"docker pull {IMAGE}"
 
 
 def container(**over):
@@ -26,128 +36,119 @@ def runtime(hosts, **over):
 
 @pytest.fixture
 def hosts():
-    fake = FakeDockerHosts(["n0", "n1"])
-    for node in fake.state.values():
-        node.images.add(IMAGE)
-    return fake
-
-
-RUN = ("docker run -d --name cvs-c --label cvs.run_id=run1 --label cvs.owner=alice "
-       "--label cvs.name=cvs-c --network host -e NNODES=2 rocm/megatron-lm:v25.9 sleep infinity")
+    with ScriptedHosts(["n0", "n1"]) as scripted:  # leaving the test: every expected command came
+        yield scripted
 
 
 def test_per_run_clears_leftovers_launches_and_verifies(hosts):
-    hosts.state["n1"].containers["cvs-c"] = ("exited", {})
+    hosts.expect(RM, exit=1, stderr=GONE, on="n0").expect(RM, stdout="cvs-c\n", on="n1")  # n1 had an old one
+    hosts.expect(HAS_IMAGE, stdout="sha256:1\n").expect(RUN, stdout="cvs-c-id\n").expect(STATE, stdout="running\n")
+    hosts.expect(STATE, stdout="running\n")  # running() below
     rt = runtime(hosts)
     results = rt.launch()
     assert [(r.host, r.ok, r.stdout) for r in results] == [("n0", True, "cvs-c-id"), ("n1", True, "cvs-c-id")]
-    assert hosts.commands("n0") == [
-        "docker rm -f cvs-c", f"docker image inspect --format '{{{{.Id}}}}' {IMAGE}", RUN,
-        "docker container inspect --format '{{.State.Status}}' cvs-c"]
+    assert hosts.commands("n0") == [RM, HAS_IMAGE, RUN, STATE]
     assert rt.mode == "launched" and rt.attempts == []
-    assert hosts.state["n1"].containers["cvs-c"] == (
-        "running", {"cvs.run_id": "run1", "cvs.owner": "alice", "cvs.name": "cvs-c"})
     assert rt.running() == [True, True]
 
 
 def test_missing_image_is_loaded_from_the_tar_only_where_missing(hosts):
-    hosts.state["n1"].images.clear()
-    hosts.state["n1"].tars["/data/img.tar"] = IMAGE
+    hosts.expect(RM).expect(HAS_IMAGE, on="n0").expect(HAS_IMAGE, exit=1, stderr=NO_IMAGE, on="n1")
+    hosts.expect("docker load -i /data/img.tar", stdout=f"Loaded image: {IMAGE}\n", on="n1")
+    hosts.expect(HAS_IMAGE, on="n1")  # present now
+    hosts.expect(re.compile("^docker run "), stdout="cvs-c-id\n").expect(STATE, stdout="running\n")
     results = runtime(hosts, image_tar="/data/img.tar").launch()
     assert all(r.ok for r in results)
-    assert "docker load -i /data/img.tar" in hosts.commands("n1")
     assert not any("load" in c for c in hosts.commands("n0"))
 
 
 def test_pull_after_registry_login_is_retried_only_on_the_failing_node(hosts):
-    for node in hosts.state.values():
-        node.images.clear()
-    hosts.state["n1"].fail["docker pull"] = [err(1, "net/http: TLS handshake timeout")]
+    login = "docker login --username bot --password-stdin reg.example < /etc/cvs/pw"
+    hosts.expect(RM).expect(HAS_IMAGE, exit=1, stderr=NO_IMAGE).expect(login)
+    hosts.expect(PULL, on="n0")
+    hosts.expect(PULL, exit=1, stderr="net/http: TLS handshake timeout", on="n1").expect(PULL, on="n1")
+    hosts.expect(HAS_IMAGE).expect(re.compile("^docker run ")).expect(STATE, stdout="running\n")
     registry = {"username": "bot", "password_file": "/etc/cvs/pw", "server": "reg.example"}
     rt = runtime(hosts, runtime={"name": "docker", "args": {"registry": registry}})
     assert all(r.ok for r in rt.launch())
-    login = "docker login --username bot --password-stdin reg.example < /etc/cvs/pw"
-    assert hosts.commands("n0").count(f"docker pull {IMAGE}") == 1
-    assert hosts.commands("n1").count(f"docker pull {IMAGE}") == 2
-    assert login in hosts.commands("n0") and login in hosts.commands("n1")
     assert [(a.step, a.attempt, a.error) for a in rt.attempts] == [
         ("docker pull", 1, "node n1: exit status 1: net/http: TLS handshake timeout")]
 
 
 def test_a_failed_run_on_one_node_removes_what_was_started(hosts):
-    hosts.state["n1"].fail["docker run"] = [err(125, "docker: Error: unknown device /dev/kfd")]
+    hosts.expect(RM).expect(HAS_IMAGE)
+    hosts.expect(RUN, stdout="cvs-c-id\n", on="n0").expect(STATE, stdout="running\n", on="n0")
+    hosts.expect(RUN, exit=125, stderr="docker: Error: unknown device /dev/kfd", on="n1")
+    hosts.expect(RM, on="n0")  # rolled back where it started
     results = runtime(hosts).launch()
     assert [r.ok for r in results] == [False, False]
     assert results[1].error == "node n1: docker run: exit status 125: docker: Error: unknown device /dev/kfd"
     assert results[0].error == "node n0: removed again: the launch failed on n1"
-    assert hosts.commands("n0")[-1] == "docker rm -f cvs-c"
-    assert hosts.state["n0"].containers == {}
 
 
 def test_a_container_that_exits_at_once_fails_verification(hosts):
-    hosts.state["n0"].exit_after_start = True
+    hosts.expect(RM).expect(HAS_IMAGE).expect(RUN, stdout="cvs-c-id\n")
+    hosts.expect(STATE, stdout="exited\n", on="n0").expect(STATE, stdout="running\n", on="n1")
+    hosts.expect(RM)  # both removed again
     results = runtime(hosts).launch()
     assert results[0].error == "node n0: container is exited right after docker run (see `docker logs cvs-c`)"
-    assert hosts.state["n0"].containers == {} and hosts.state["n1"].containers == {}
+    assert results[1].error == "node n1: removed again: the launch failed on n0"
 
 
 def test_persistent_attaches_when_running_everywhere(hosts):
-    for node in hosts.state.values():
-        node.containers["cvs-c"] = ("running", {})
+    hosts.expect(STATE, stdout="running\n")  # nothing else: no docker run, no docker rm
     rt = runtime(hosts, lifetime="persistent")
     assert [r.stdout for r in rt.launch()] == ["attached", "attached"]
     assert rt.mode == "attached"
-    assert not any(c.startswith(("docker run", "docker rm")) for _, c in hosts.log)
     assert [r.stdout for r in rt.remove()] == ["persistent: left running"] * 2
-    assert all(r.ok for r in rt.remove(force=True)) and hosts.state["n0"].containers == {}
+    hosts.expect(RM)
+    assert all(r.ok for r in rt.remove(force=True))
 
 
 def test_persistent_refuses_when_running_on_some_nodes_only(hosts):
-    hosts.state["n0"].containers["cvs-c"] = ("running", {})
+    hosts.expect(STATE, stdout="running\n", on="n0").expect(STATE, exit=1, stderr=GONE, on="n1")
     results = runtime(hosts, lifetime="persistent").launch()
     assert [r.ok for r in results] == [False, False]
     assert "running on: n0; not on: n1" in results[0].error
     assert results[1].error.startswith("node n1: container 'cvs-c' is absent: refusing to relaunch")
-    assert not any(c.startswith(("docker run", "docker rm")) for _, c in hosts.log)
 
 
 def test_persistent_launches_when_running_nowhere(hosts):
+    hosts.expect(STATE, exit=1, stderr=GONE).expect(RM, exit=1, stderr=GONE).expect(HAS_IMAGE)
+    hosts.expect(re.compile("^docker run ")).expect(STATE, stdout="running\n")
     rt = runtime(hosts, lifetime="persistent")
     assert all(r.ok for r in rt.launch()) and rt.mode == "launched"
 
 
 def test_no_launch_only_verifies_and_never_removes(hosts):
-    hosts.state["n0"].containers["cvs-c"] = ("running", {})
+    hosts.expect(STATE, stdout="running\n", on="n0").expect(STATE, exit=1, stderr=GONE, on="n1")
     rt = runtime(hosts, lifetime="no_launch")
     results = rt.launch()
     assert results[0].ok
     assert results[1].error == ("node n1: container 'cvs-c' is absent; lifetime no_launch never "
                                 "starts containers — start it first")
-    assert all(r.ok for r in rt.remove(force=True))
-    assert [c.split()[1] for _, c in hosts.log] == ["container"] * 2
+    assert all(r.ok for r in rt.remove(force=True))  # and sends nothing
 
 
 def test_remove_treats_an_absent_container_as_removed(hosts):
-    hosts.state["n0"].containers["cvs-c"] = ("running", {})
+    hosts.expect(RM, stdout="cvs-c\n", on="n0").expect(RM, exit=1, stderr=GONE, on="n1")
     results = runtime(hosts).remove()
     assert [(r.ok, r.stdout) for r in results] == [(True, "removed"), (True, "removed")]
 
 
 def test_exec_runs_inside_the_container_with_one_command_per_node(hosts):
-    for node in hosts.state.values():
-        node.containers["cvs-c"] = ("running", {})
+    hosts.expect("docker exec cvs-c bash -lc 'echo '\"'\"'rank 0'\"'\"''", stdout="rank 0\n", on="n0")
+    hosts.expect("docker exec cvs-c bash -lc 'echo rank 1'", stdout="rank 1\n", on="n1")
     results = runtime(hosts).exec(["echo 'rank 0'", "echo rank 1"], timeout=10)
-    assert [c for _, c in hosts.log] == [
-        "docker exec cvs-c bash -lc 'echo '\"'\"'rank 0'\"'\"''", "docker exec cvs-c bash -lc 'echo rank 1'"]
-    assert results[1].stdout == "exec in cvs-c: echo rank 1\n"
+    assert [r.stdout for r in results] == ["rank 0\n", "rank 1\n"]
 
 
 def test_host_runtime_runs_on_the_node_and_only_checks_it_answers(hosts):
+    hosts.expect("true", times=2).expect("bash -lc nproc", stdout="8\n")
     rt = runtime(hosts, runtime={"name": "host"}, name="")
     assert isinstance(rt, HostRuntime)
     assert all(r.ok for r in rt.launch()) and rt.running() == [True, True]
-    rt.exec("nproc", timeout=5)
-    assert [c for n, c in hosts.log if n == "n0"] == ["true", "true", "bash -lc nproc"]
+    assert [r.stdout for r in rt.exec("nproc", timeout=5)] == ["8\n", "8\n"]
 
 
 def test_unknown_runtime_is_bad_input(hosts):
@@ -156,15 +157,13 @@ def test_unknown_runtime_is_bad_input(hosts):
 
 
 def test_leftovers_are_found_by_label_and_removed_per_node(hosts):
-    hosts.state["n0"].containers.update({
-        "cvs-a": ("running", {"cvs.run_id": "r1", "cvs.owner": "alice", "cvs.name": "cvs-a"}),
-        "other": ("running", {})})
-    hosts.state["n1"].fail["docker ps"] = [err(1, "Cannot connect to the Docker daemon")]
+    listing = re.compile(r"^docker ps -a --filter label=cvs\.run_id --format ")  # labelled ones only
+    hosts.expect(listing, stdout="cvs-a\trunning\tr1\talice\tcvs-a\n", on="n0")
+    hosts.expect(listing, exit=1, stderr="Cannot connect to the Docker daemon", on="n1")
+    hosts.expect("docker rm -f cvs-a", on="n0").expect("true", on="n1")
     scan = find_leftovers(hosts)
     assert [(x.host, x.name, x.state, x.run_id, x.owner) for x in scan.found] == [
         ("n0", "cvs-a", "running", "r1", "alice")]
     assert scan.errors == ["node n1: exit status 1: Cannot connect to the Docker daemon"]
     results = remove_leftovers(hosts, scan.found, retry=RetryPolicy(attempts=1))
     assert all(r.ok for r in results)
-    assert hosts.commands("n0")[-1] == "docker rm -f cvs-a" and hosts.commands("n1")[-1] == "true"
-    assert list(hosts.state["n0"].containers) == ["other"]

@@ -56,18 +56,12 @@ def test_run_until_ok_reruns_only_the_failing_node(tmp_path):
 
 def test_a_final_refusal_is_not_asked_again():
     """Host-key and auth refusals are final: no second round, no repeated failed logins."""
-    from cvs_tasks.remote import LocalHosts, Node, NodeResult, RetryPolicy
+    from cvs_tasks.remote.testing import ScriptedHosts
 
-    class Refusing(LocalHosts):
-        calls = 0
-
-        def run(self, command, *, timeout, stdin=None):
-            Refusing.calls += 1
-            return [NodeResult(n.name, n.rank, False, None, "", "", f"node {n.name}: host key refused", final=True)
-                    for n in self.nodes]
-
+    hosts = ScriptedHosts(["a"])
+    hosts.expect("docker rm -f x", error="host key refused", final=True)  # a second ask would fail
     record: list = []
-    hosts = Refusing([Node("a", "a")])
     results = hosts.run_until_ok("docker rm -f x", timeout=5, step="docker rm", record=record,
                                  policy=RetryPolicy(attempts=3, first_delay=0), sleep=lambda s: None)
-    assert Refusing.calls == 1 and len(record) == 1 and results[0].final
+    hosts.assert_done()
+    assert len(record) == 1 and results[0].final and results[0].error == "node a: host key refused"

@@ -68,10 +68,12 @@ def test_start_up_noise_is_present_and_benign():
     assert "NCCL ERROR" not in text and "Traceback" not in text
 
 
-def test_train_log_gets_a_copy(tmp_path):
-    log = tmp_path / "out" / "training.log"
-    run = run_sim(megatron_cmd(), sim_env(TOTAL_ITERS="3", TRAIN_LOG=str(log)))
-    assert log.read_text() == run.stdout
+def test_the_tee_copy_goes_to_log_dir_and_train_log_is_ignored_as_by_the_real_scripts(tmp_path):
+    ignored = tmp_path / "ignored.log"
+    run = run_sim(megatron_cmd(), sim_env(TOTAL_ITERS="3", LOG_DIR=str(tmp_path / "out"), EXP_NAME="exp",
+                                          TRAIN_LOG=str(ignored)))
+    assert (tmp_path / "out" / "output_exp.log").read_text() == run.stdout
+    assert not ignored.exists()
 
 
 @pytest.mark.parametrize("script, env, expect", [
@@ -82,8 +84,8 @@ def test_train_log_gets_a_copy(tmp_path):
     ("examples/qwen3/train_qwen3.sh", {"MICRO_BATCH_SIZE": "3", "GLOBAL_BATCH_SIZE": "48", "TRAIN_ITERS": "2"},
      {"micro_batch_size": "3", "global_batch_size": "48"}),
     ("examples/qwen2/train_qwen2.sh", {"MBS": "1", "BS": "24", "TOTAL_ITERS": "2"}, {"global_batch_size": "24"}),
-    ("examples/llama/train_llama2.sh", {"BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "13"}, {"num_layers": "40"}),
-    ("examples/llama/train_llama3.sh", {"BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "70"}, {"num_layers": "80"}),
+    ("examples/llama/train_llama2.sh", {"MBS": "1", "BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "13"}, {"num_layers": "40"}),
+    ("examples/llama/train_llama3.sh", {"MBS": "1", "BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "70"}, {"num_layers": "80"}),
 ])
 def test_each_family_reads_its_own_env_names(script, env, expect):
     run = run_sim(megatron_cmd(script), sim_env(**env))
@@ -96,5 +98,48 @@ def test_each_family_reads_its_own_env_names(script, env, expect):
 
 def test_scripts_are_thin_and_locate_the_simulator_from_their_own_path():
     script = (WORKSPACE / "Megatron-LM/examples/llama/train_llama3.sh").read_text()
-    assert "TRAIN_LOG=" in script and "readlink -f" in script
+    assert "TRAIN_LOG=\"${LOG_DIR:+" in script and "readlink -f" in script
     assert len(script.splitlines()) < 15
+
+
+def _arg(run, name):
+    match = re.search(rf"^  {name} \.+ (.*)$", run.text, re.M)
+    return match.group(1) if match else None
+
+
+def test_deepseek_reads_seq_len_and_ac_and_pins_one_node_and_the_exit_interval():
+    """As the real train_deepseekv2.sh: SEQ_LENGTH and RECOMPUTE are not its names; NNODES is pinned."""
+    env = {"MBS": "1", "GBS": "16", "TRAIN_ITERS": "60", "SEQ_LENGTH": "4096", "RECOMPUTE": "0",
+           "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.9.9.9", "TP": "2", "MODEL_SIZE": "16"}
+    run = run_sim(megatron_cmd("examples/deepseek_v2/train_deepseekv2.sh"), sim_env(**env))
+    assert run.code == 0, run.stdout[-1500:]
+    assert (_arg(run, "seq_length"), _arg(run, "world_size"), _arg(run, "tensor_model_parallel_size")) == ("2048", "8", "1")
+    assert _arg(run, "recompute_granularity") == "selective" and _arg(run, "exit_interval") == "50"
+    assert _arg(run, "tokenizer_model") == "deepseek-ai/DeepSeek-V2-Lite"
+    assert run.iterations()[-1] == 50 and "[exiting program at iteration 50]" in run.text
+    honoured = run_sim(megatron_cmd("examples/deepseek_v2/train_deepseekv2.sh"),
+                       sim_env(MBS="1", GBS="8", TRAIN_ITERS="2", SEQ_LEN="4096", AC="none"))
+    assert (_arg(honoured, "seq_length"), _arg(honoured, "recompute_granularity")) == ("4096", "None")
+
+
+def test_megatron_asserts_the_batch_layout_after_the_dump():
+    run = run_sim(megatron_cmd(), sim_env(MBS="1", BS="12", TOTAL_ITERS="2"))
+    assert run.code != 0 and run.iterations() == []
+    assert "AssertionError: global batch size (12) is not divisible by micro batch size (1) times data " \
+           "parallel size (8)" in run.text
+    assert run.text.index("end of arguments") < run.text.index("AssertionError")
+    bad_tp = run_sim(megatron_cmd(), sim_env(MBS="1", BS="8", TP="3", TOTAL_ITERS="2"))
+    assert bad_tp.code != 0 and "world size (8) is not divisible by tensor parallel size (3)" in bad_tp.text
+
+
+def test_an_unknown_model_size_stops_the_script_before_torchrun():
+    run = run_sim(megatron_cmd(), sim_env(MBS="1", BS="8", TOTAL_ITERS="2", MODEL_SIZE="9"))
+    assert run.code == 1 and "Model size not supported: MODEL_SIZE=9" in run.text and "arguments" not in run.text
+
+
+def test_precision_flags_in_the_dump_say_what_trains():
+    fp8 = run_sim(megatron_cmd(), sim_env(MBS="1", BS="8", TOTAL_ITERS="1", TE_FP8="1", TE_FP8_RECIPE="mxfp8"))
+    assert (_arg(fp8, "fp8"), _arg(fp8, "fp8_recipe")) == ("hybrid", "mxfp8")
+    qwen2 = run_sim(megatron_cmd("examples/qwen2/train_qwen2.sh"),
+                    sim_env(MBS="1", BS="8", TOTAL_ITERS="1", TE_FP8="1", TE_FP8_RECIPE="mxfp8"))
+    assert _arg(qwen2, "fp8_recipe") == "delayed"  # a script that does not read the recipe trains delayed FP8

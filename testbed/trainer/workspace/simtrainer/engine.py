@@ -64,7 +64,9 @@ class Engine:
     def run(self) -> int:
         s = self.spec
         try:
+            self._assert_layout(before_dump=True)
             self.voice.startup()
+            self._assert_layout(before_dump=False)
             self._sleep(s.startup_s)
             self._join()
             start = self._resume_point()
@@ -76,6 +78,18 @@ class Engine:
             return failure.code
         finally:
             self.group.close()
+
+    def _assert_layout(self, before_dump: bool) -> None:
+        """Megatron's start-up assertions (validate_args, then the micro-batch calculator)."""
+        s = self.spec
+        model_parallel = s.tp * s.pp
+        if before_dump and s.world % model_parallel:
+            self._fail(_assertion(f"world size ({s.world}) is not divisible by tensor parallel size ({s.tp}) "
+                                  f"times pipeline parallel size ({s.pp})"), "world size assertion", 1)
+        dp = s.world // model_parallel
+        if not before_dump and s.global_batch % (s.micro_batch * dp):
+            self._fail(_assertion(f"global batch size ({s.global_batch}) is not divisible by micro batch size "
+                                  f"({s.micro_batch}) times data parallel size ({dp})"), "batch size assertion", 1)
 
     def _join(self) -> None:
         s = self.spec
@@ -110,7 +124,8 @@ class Engine:
         own_slow = plan.slowdown(s.node_rank)
         nan_from = plan.nan_loss_from(s.node_rank, s.nnodes)
         window: list[tuple[float, float, float]] = []
-        for position, step in enumerate(range(start, s.train_iters + 1), start=1):
+        last = min(s.train_iters, s.exit_interval) if s.exit_interval else s.train_iters
+        for position, step in enumerate(range(start, last + 1), start=1):
             fault = plan.at(step, s.node_rank, s.nnodes)
             if fault is not None:
                 self._fire(fault, step)
@@ -138,6 +153,8 @@ class Engine:
             self.printed.append(values)
             if self._save_due(step):
                 self._save(step, values)
+        if last < s.train_iters:
+            self.voice.rank0(mt.datetime_line(f"exiting program at iteration {last}", now(), True))
 
     def _values(self, step: int, elapsed_ms: float, nan_from: int | None) -> mt.StepValues:
         s = self.spec
@@ -200,6 +217,13 @@ class Engine:
         if fault.name == "nccl_timeout":
             self._sleep(s.nccl_timeout_s)
             self._collective_timeout(step, s.nccl_timeout_s)
+
+
+def _assertion(message: str) -> list[str]:
+    return ["Traceback (most recent call last):",
+            '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 283, in <module>',
+            "    pretrain(",
+            f"AssertionError: {message}"]
 
 
 def install_signal_handlers() -> None:

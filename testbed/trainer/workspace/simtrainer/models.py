@@ -49,6 +49,9 @@ _BY_FAMILY_SIZE = {
     ("llama3", "8"): "llama3.1_8B", ("llama3", "70"): "llama3.3_70B", ("llama3", "405"): "llama3.1_405B",
     ("llama2", "7"): "llama2_7B", ("llama2", "13"): "llama2_13B", ("llama2", "70"): "llama2_70B",
 }
+MODEL_SIZES: dict[str, tuple[str, ...]] = {"llama3": ("8", "70", "405"), "llama2": ("7", "13", "70"),
+                                           "deepseek": ("16B",)}
+"""MODEL_SIZE values a script knows; any other stops it (families not listed take any size)."""
 _FAMILY_DEFAULT = {
     "llama3": "llama3.1_8B", "llama2": "llama2_7B", "deepseek": "deepseek_v2_lite",
     "mixtral": "mixtral_8x7B", "qwen3": "qwen3_8B", "qwen2": "qwen2_7B",

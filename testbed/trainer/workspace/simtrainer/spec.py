@@ -41,6 +41,7 @@ class JobSpec:
     save_interval: int = 0
     load_dir: Path | None = None
     disable_last_saving: bool = True
+    exit_interval: int | None = None  # Megatron's --exit-interval: stop after this iteration
     extra_args: dict = field(default_factory=dict)
 
     @property

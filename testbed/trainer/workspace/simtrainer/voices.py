@@ -53,12 +53,21 @@ def arguments(spec: JobSpec) -> dict[str, object]:
             "num_layers": m.layers, "hidden_size": m.hidden, "ffn_hidden_size": m.ffn,
             "num_attention_heads": m.heads, "num_query_groups": m.groups, "padded_vocab_size": m.vocab,
             "train_iters": spec.train_iters, "log_interval": 1, "log_throughput": True,
-            "bf16": True, "fp8": "hybrid" if spec.precision.upper().startswith("FP8") else None,
+            **precision_arguments(spec.precision),
             "mock_data": True, "eval_iters": 0, "distributed_timeout_minutes": 10,
             "save": str(spec.save_dir) if spec.save_dir else None, "save_interval": spec.save_interval or None,
             "load": str(spec.load_dir) if spec.load_dir else None, "seed": 1234}
-    args.update(spec.extra_args)
+    args.update({k.removeprefix("cli:"): v for k, v in spec.extra_args.items()})  # Primus: overrides merged last
     return args
+
+
+def precision_arguments(precision: str) -> dict[str, object]:
+    """Megatron's precision flags: FP8 delayed or MXFP8 recipe, MXFP4 through fp4, else BF16/FP16."""
+    name = precision.upper()
+    fp8 = name in ("FP8", "MXFP8")
+    return {"bf16": name != "FP16", "fp16": name == "FP16", "fp8": "hybrid" if fp8 else None,
+            "fp8_recipe": ("mxfp8" if name == "MXFP8" else "delayed") if fp8 else None,
+            "fp4": "e2m1" if name == "MXFP4" else None}
 
 
 class MegatronVoice:

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Simulated trainer (cvs-testbed test double) standing in for ROCm Megatron-LM's examples/mixtral/train_mixtral_moe.sh.
 # Reads the same env vars (MBS, BS/GBS, TP, PP, SEQ_LENGTH, TOTAL_ITERS/TRAIN_ITERS, TE_FP8/PR, ...);
-# only the GPUs and the training math are simulated. Output also goes to $TRAIN_LOG when set.
-TRAIN_LOG="${TRAIN_LOG:-}"
+# only the GPUs and the training math are simulated. Like the real scripts, output is tee'd to ${LOG_DIR}/output_${EXP_NAME}.log (TRAIN_LOG is never honoured).
+TRAIN_LOG="${LOG_DIR:+${LOG_DIR}/output_${EXP_NAME:-train}.log}"
 export TRAIN_LOG
 SIM_HERE="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 SIM_WORKSPACE="$(cd "$SIM_HERE/../../.." && pwd)"

@@ -1,0 +1,162 @@
+"""Compare what a job asked for with what the trainer says it runs; name each difference and its cause.
+
+`Asked` holds the planned values (None: not asked, so not compared); `check_effective` returns a
+`ConfigCheck`: the effective configuration plus one `Mismatch` per parameter that differs. A
+mismatch fails the combo: metrics of a run that is not the asked run would be misattributed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cvs_tasks.jobs.families import megatron_family, normalise_precision
+from cvs_tasks.jobs.spec import JobSpec
+from cvs_tasks.verify.causes import likely_cause
+from cvs_tasks.verify.effective import EffectiveConfig
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The values a job planned; `launcher` / `script` pick the likely causes."""
+
+    launcher: str
+    script: str
+    world_size: int | None = None
+    nnodes: int | None = None
+    micro_batch_size: int | None = None
+    global_batch_size: int | None = None
+    seq_length: int | None = None
+    train_iters: int | None = None
+    tensor_model_parallel_size: int | None = None
+    pipeline_model_parallel_size: int | None = None
+    precision: str | None = None
+    recompute: bool | None = None
+    fsdp: bool | None = None
+    mock_data: bool | None = None
+    tokenizers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    param: str
+    asked: Any
+    actual: Any
+    cause: str
+
+    @property
+    def text(self) -> str:
+        """`seq_length 2048 != 4096 (asked): <cause>`: the trainer's value first, as it ran."""
+        return f"{self.param} {_show(self.actual)} != {_show(self.asked)} (asked): {self.cause}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"param": self.param, "asked": self.asked, "actual": self.actual, "cause": self.cause}
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    effective: EffectiveConfig | None
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def reason(self) -> str:
+        return "the trainer does not run what was asked: " + "; ".join(m.text for m in self.mismatches)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"effective": self.effective.to_dict() if self.effective else None,
+                "mismatches": [m.to_dict() for m in self.mismatches]}
+
+
+def asked_from_job(job: JobSpec, gpus_per_node: int) -> Asked:
+    """What `job` asks the trainer for (the wrapper's values), and which launcher it goes through."""
+    if job.backend == "primus":
+        launcher, script = "primus", "primus-cli"
+    else:
+        family = megatron_family(job.param("tokenizer_model"))
+        override = job.param("training_script")
+        launcher = family.name if family and not override else "generic"
+        script = (override or (family.script if family else "the launcher")).rsplit("/", 1)[-1]
+    megatron = job.backend == "megatron"
+    tokenizers = tuple(t for t in (job.tokenizer_path, job.param("tokenizer_model")) if t) if megatron else ()
+    return Asked(
+        launcher=launcher,
+        script=script,
+        world_size=job.nnodes * gpus_per_node,
+        nnodes=job.nnodes,
+        micro_batch_size=_int(job.mbs),
+        global_batch_size=_int(job.gbs),
+        seq_length=_int(job.param("sequence_length")),
+        train_iters=job.iterations,
+        tensor_model_parallel_size=_int(job.param("tensor_parallelism")),
+        pipeline_model_parallel_size=_int(job.param("pipeline_parallelism")),
+        precision=normalise_precision(job.precision),
+        recompute=job.param("recompute") == "1",
+        fsdp=job.param("fsdp") == "1",
+        mock_data=True if megatron else None,  # the Megatron-LM wrapper exports MOCK_DATA=1
+        tokenizers=tokenizers,
+    )
+
+
+_SIZES = ("world_size", "nnodes", "micro_batch_size", "global_batch_size", "seq_length",
+          "tensor_model_parallel_size", "pipeline_model_parallel_size")
+
+
+def check_effective(asked: Asked, effective: EffectiveConfig | None) -> ConfigCheck:
+    """Every parameter the trainer states that differs from the asked one (None: nothing to check)."""
+    if effective is None:
+        return ConfigCheck(None)
+    found: list[tuple[str, Any, Any]] = []
+    for name in _SIZES:
+        want, got = getattr(asked, name), getattr(effective, name)
+        if want is not None and got is not None and want != got:
+            found.append((name, want, got))
+    iterations = _iterations(effective)
+    if asked.train_iters is not None and iterations is not None and iterations < asked.train_iters:
+        shown = (f"{iterations} (--exit-interval {effective.exit_interval})"
+                 if iterations != effective.train_iters else iterations)
+        found.append(("train_iters", asked.train_iters, shown))
+    elif asked.train_iters is not None and effective.train_iters not in (None, asked.train_iters):
+        found.append(("train_iters", asked.train_iters, effective.train_iters))
+    if asked.precision and effective.precision and asked.precision != effective.precision:
+        recipe = f" ({effective.fp8_recipe} recipe)" if effective.fp8_recipe else ""
+        found.append(("precision", asked.precision, effective.precision + recipe))
+    for name in ("recompute", "fsdp"):
+        want, got = getattr(asked, name), getattr(effective, name)
+        running = got not in (None, "none", False) if got is not None else None
+        if want is not None and running is not None and want != running:
+            found.append((name, _on_off(want, name), got if isinstance(got, str) else _on_off(got, name)))
+    if asked.mock_data is not None and effective.mock_data is not None and asked.mock_data != effective.mock_data:
+        found.append(("mock_data", asked.mock_data, effective.mock_data))
+    if asked.tokenizers and effective.tokenizer and effective.tokenizer not in asked.tokenizers:
+        found.append(("tokenizer", asked.tokenizers[0], effective.tokenizer))
+    mismatches = [Mismatch(name, want, got, likely_cause(asked.launcher, asked.script, name))
+                  for name, want, got in found]
+    return ConfigCheck(effective, mismatches)
+
+
+def _iterations(effective: EffectiveConfig) -> int | None:
+    """Iterations the trainer will run: train_iters, cut short by an exit interval below it."""
+    if effective.train_iters is None:
+        return None
+    if effective.exit_interval and effective.exit_interval < effective.train_iters:
+        return effective.exit_interval
+    return effective.train_iters
+
+
+def _on_off(value: bool, name: str) -> str:
+    if name == "recompute":
+        return "full" if value else "none"
+    return "on" if value else "off"
+
+
+def _show(value: Any) -> str:
+    return str(value)
+
+
+def _int(text: str | None) -> int | None:
+    text = str(text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() else None

@@ -1,0 +1,279 @@
+"""Every lifecycle rule, through a real Session whose node answers from a script (no root, no SSH).
+
+The demo config (runtime ``host``, one node) runs the whole lifecycle; the node is a
+``ScriptedHosts`` that expects each stage's commands in order, answers them, and serves the
+training logs chunk by chunk. A command the rules should not send fails the test at once.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from invoke import Config
+
+from cvs_tasks.inputs import read_secret
+from cvs_tasks.lifecycle.flow import _SESSIONS, run_all, run_stage
+from cvs_tasks.lifecycle.runner import Interrupted
+from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
+from cvs_tasks.remote.connect import nodes_of
+from cvs_tasks.remote.testing import ScriptedHosts
+from cvs_tasks.tasks._lifecycle import needs_work
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = ROOT / "configs" / "testbed" / "demo_host.json"
+LOCAL = ROOT / "cluster" / "localhost.json"
+BF16, FP8 = "MBS=2,GBS=16,PRECISION=BF16", "MBS=2,GBS=16,PRECISION=FP8"
+LABEL = {"smoke": "smoke", BF16: "MBS_2_GBS_16_PRECISION_BF16", FP8: "MBS_2_GBS_16_PRECISION_FP8"}
+OOM = ("[rank5]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 3.91 GiB. "
+       "GPU 5 has a total capacity of 191.98 GiB\n")
+LATER = ["test_checkpoint", f"test_training[{BF16}]", f"test_training[{FP8}]", f"test_metric[{BF16}]",
+         f"test_metric[{FP8}]", f"test_loss_curve[{BF16}]", f"test_loss_curve[{FP8}]"]
+
+
+def iteration(step: int, total: int) -> str:
+    return (f" [2026-09-24 09:43:{step % 60:02d}] iteration {step:8d}/{total:8d} | consumed samples: "
+            f"{step * 16:12d} | elapsed time per iteration (ms): 1600.0 | mem usages: 0.5000 | throughput per "
+            f"GPU (TFLOP/s/GPU): 527.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: "
+            f"{10 - step * 0.3:.6E} | loss scale: 1.0 | grad norm: 2.000 | number of skipped iterations:   0 | "
+            f"number of nan iterations:   0 |\n")
+
+
+def log(total: int) -> str:
+    return "".join(iteration(step, total) for step in range(1, total + 1))
+
+
+def new_session(reports: Path, run: str | None = None) -> tuple[Session, ScriptedHosts]:
+    session = open_session(RunRequest(config=str(DEMO), cluster=str(LOCAL), reports_dir=str(reports),
+                                      run=run, new=run is None))
+    hosts = ScriptedHosts(nodes_of(session.plan.cluster))
+    session._hosts = hosts
+    return session, hosts
+
+
+@pytest.fixture
+def run(tmp_path):
+    session, hosts = new_session(tmp_path / "reports")
+    yield session, hosts
+    session.close()
+
+
+# -- what the node is asked, stage by stage ----------------------------------------------------
+def expect_launch(hosts: ScriptedHosts, session: Session) -> None:
+    folder = shlex.quote(session.node_run_dir)
+    token = read_secret(Path(session.config.paths.hf_token_file))[0]
+    hosts.expect("true")  # runtime host: the node answers
+    hosts.expect(f"mkdir -p {folder} && chmod 700 {folder}")
+    hosts.expect_put(f"{session.node_run_dir}/hf_token", data=token)
+    hosts.expect(re.compile(r"@@cvs-check fp_asic"))  # the fingerprint probe (nothing to report)
+
+
+def expect_job(hosts: ScriptedHosts, what: str, chunks, *, exit_code: int | None = 0, stopped: bool = False,
+               complete: bool = True) -> None:
+    label = LABEL[what]
+    hosts.expect(re.compile(rf"mkdir -p \S+/megatron-logs/{label} "))  # script and log folders
+    hosts.expect_put(re.compile(rf"/{label}/node0\.sh$"))
+    hosts.expect(re.compile(rf"^bash -lc .*setsid nohup bash \S+/{label}/node0\.sh"))
+    hosts.expect_read(re.compile(rf"/{label}/out-node0/training\.log$"), chunks, exit_code=exit_code,
+                      complete=complete)
+    if stopped:  # a job that did not end well is stopped everywhere
+        hosts.expect(re.compile(rf"^bash -lc .*kill -TERM .*{label}/node0\.pid|{label}/node0\.pid.*kill -TERM"))
+
+
+def expect_teardown(hosts: ScriptedHosts, session: Session) -> None:
+    hosts.expect(re.compile(r"^cvs_scan\(\)"))  # this run's host jobs a killed harness left: none
+    hosts.expect(f"rm -rf -- {shlex.quote(session.node_run_dir)}")
+    hosts.expect("true")
+
+
+def statuses(session: Session) -> dict[str, str]:
+    return {r.name: r.status for r in session.run.records()}
+
+
+# -- the rules ---------------------------------------------------------------------------------
+def test_a_whole_run_sends_every_stage_its_commands_in_order(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(10), log(20)[len(log(10)):]])  # two polls
+    expect_job(hosts, FP8, [log(20)])
+    expect_teardown(hosts, session)
+    assert run_all(session) == 0
+    hosts.assert_done()
+    assert set(statuses(session).values()) == {"PASS", "SKIPPED"}
+    assert statuses(session)["test_teardown"] == "PASS"
+    written = hosts.written("localhost")
+    fp8, bf16 = (written[f"{session.node_run_dir}/{LABEL[c]}/node0.sh"] for c in (FP8, BF16))
+    assert b" TE_FP8=1 " in fp8 and b" TE_FP8=0 " in bf16  # each combo its own wrapper
+
+
+def test_a_recorded_stage_is_not_redone_and_force_redoes_it(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    run_stage(session, "launch_container")
+    [first] = run_stage(session, "smoke")
+    [again] = run_stage(session, "smoke")  # the script holds nothing more: any command would fail
+    assert again.ended == first.ended and again.status == "PASS"
+    hosts.assert_done()
+    expect_job(hosts, "smoke", [log(5)])
+    [forced] = run_stage(session, "smoke", force=True)
+    assert forced.ended > first.ended
+    hosts.assert_done()
+
+
+def test_a_resumed_run_does_only_what_is_not_recorded(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])
+    run_stage(session, "launch_container")
+    run_stage(session, "smoke")
+    run_stage(session, "training", [BF16])
+    hosts.assert_done()
+    expect_job(hosts, FP8, [log(20)])  # the container is up: no relaunch; smoke and BF16 are done
+    expect_teardown(hosts, session)
+    assert run_all(session) == 0
+    hosts.assert_done()
+
+
+def test_an_early_failure_skips_every_later_stage_and_teardown_still_runs(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [iteration(1, 5), OOM], exit_code=1, stopped=True)
+    hosts.expect("true")  # is the node still there (a lost node is named as such)
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    hosts.assert_done()  # no training command was ever sent
+    records = {r.name: r for r in session.run.records()}
+    assert records["test_smoke"].status == "FAIL"
+    for name in LATER:
+        assert (records[name].status, records[name].reason) == ("SKIPPED", "skipped: test_smoke failed"), name
+        assert records[name].data["blocked_by"] == "test_smoke"
+    assert records["test_teardown"].status == "PASS"
+
+
+def test_a_launch_error_skips_everything_after_it(run):
+    session, hosts = run
+    hosts.expect("true", error="ssh: connect to host localhost: Connection refused")
+    expect_teardown(hosts, session)
+    assert run_all(session) == 3
+    hosts.assert_done()
+    records = {r.name: r for r in session.run.records()}
+    assert records["test_launch_container"].status == "ERROR"
+    assert "Connection refused" in records["test_launch_container"].reason
+    for name in ["test_download_tokenizer", "test_smoke", *LATER]:
+        assert records[name].reason == "skipped: test_launch_container errored", name
+
+
+def test_an_error_is_redone_by_the_next_run_and_a_fail_stays_until_forced(run):
+    session, hosts = run
+    hosts.expect("true", error="ssh: connect to host localhost: Connection refused")
+    expect_teardown(hosts, session)
+    assert run_all(session) == 3
+    expect_launch(hosts, session)  # ERROR is not done: the next run launches again ...
+    expect_job(hosts, "smoke", [iteration(1, 5), OOM], exit_code=1, stopped=True)  # ... and the skipped run
+    hosts.expect("true")
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    hosts.assert_done()
+    expect_launch(hosts, session)  # a FAIL is done: smoke is not retried, the rest is skipped again
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    hosts.assert_done()
+    assert session.run.read_record("training", BF16).reason == "skipped: test_smoke failed"
+
+
+def test_a_failing_combo_skips_only_its_own_gates(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [iteration(1, 20), OOM], exit_code=1, stopped=True)
+    hosts.expect("true")
+    expect_job(hosts, FP8, [log(20)])
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    hosts.assert_done()
+    records = {r.name: r for r in session.run.records()}
+    assert records[f"test_training[{BF16}]"].status == "FAIL"
+    assert records[f"test_training[{BF16}]"].data["error"]["cls"] == "oom"
+    for gate in ("test_metric", "test_loss_curve"):
+        skipped = records[f"{gate}[{BF16}]"]
+        assert (skipped.status, skipped.reason) == ("SKIPPED", f"skipped: test_training[{BF16}] failed")
+        assert records[f"{gate}[{FP8}]"].status == "PASS"
+    assert records[f"test_training[{FP8}]"].status == "PASS"
+
+
+def test_an_interrupt_during_training_is_recorded_teardown_runs_and_the_next_run_redoes_it(tmp_path):
+    session, hosts = new_session(tmp_path / "reports")
+
+    def ctrl_c():  # what the SIGINT handler does, at the moment the watcher reads the log
+        session.stop.set()
+        raise Interrupted("SIGINT")
+
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [iteration(1, 20), ctrl_c], exit_code=None, stopped=True)
+    expect_teardown(hosts, session)
+    assert run_all(session) == 130
+    hosts.assert_done()
+    interrupted = session.run.read_record("training", BF16)
+    assert (interrupted.status, interrupted.reason) == ("ERROR", "interrupted by the user")
+    assert interrupted.data["interrupted"] is True
+    assert session.run.read_record("training", FP8) is None  # never started
+    assert statuses(session)["test_teardown"] == "PASS" and session.run.manifest()["interrupted"] is True
+
+    resumed, node = new_session(tmp_path / "reports", run=session.run.run_id)  # the next command
+    expect_launch(node, resumed)  # torn down since the launch: launched again
+    expect_job(node, BF16, [log(20)])  # the interrupted combo is redone, smoke is not
+    expect_job(node, FP8, [log(20)])
+    expect_teardown(node, resumed)
+    assert run_all(resumed) == 0
+    node.assert_done()
+    assert resumed.run.read_record("training", BF16).status == "PASS"
+
+
+def test_launch_after_teardown_relaunches_and_a_relaunched_container_is_torn_down(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])
+    expect_job(hosts, FP8, [log(20)])
+    expect_teardown(hosts, session)
+    assert run_all(session) == 0
+    expect_launch(hosts, session)
+    [launched] = run_stage(session, "launch_container")
+    assert launched.ended > session.run.read_record("teardown").ended
+    assert run_stage(session, "launch_container")[0].ended == launched.ended  # up: not again
+    expect_teardown(hosts, session)
+    [down] = run_stage(session, "teardown")  # launched since the last teardown: forced
+    assert down.ended > launched.ended
+    hosts.assert_done()
+
+
+def test_judging_a_finished_run_launches_nothing(run, monkeypatch, capsys):
+    """`invoke metric` / `invoke loss` after `invoke all`: the pre-tasks see nothing to train."""
+    from cvs_tasks.tasks import namespace
+    from cvs_tasks.tasks.executor import ForwardingExecutor
+
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])
+    expect_job(hosts, FP8, [log(20)])
+    expect_teardown(hosts, session)
+    assert run_all(session) == 0
+    hosts.assert_done()
+    assert not needs_work(session, ("metric", False), None)
+    assert not needs_work(session, ("metric", True), [FP8])  # a forced judge still only reads
+    assert needs_work(session, ("training", True), None)
+    before = len(hosts.calls)
+    monkeypatch.setitem(_SESSIONS, str(session.run.path), session)  # the task chain gets this session
+    executor = ForwardingExecutor(namespace(), config=Config(overrides={"cvs": {}}))
+    flags = {"config": str(DEMO), "cluster": str(LOCAL), "run": str(session.run.path)}
+    executor.execute(("metric", dict(flags)), ("loss", dict(flags, force=True)))
+    assert len(hosts.calls) == before  # nothing launched, trained or torn down
+    assert "container stays up" not in capsys.readouterr().out
+    assert statuses(session)[f"test_loss_curve[{FP8}]"] == "PASS"
