@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from cvs_tasks import metrics as m
+from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 
@@ -14,7 +15,8 @@ def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, St
     rec = session.run.read_record("training", combo)
     if rec is None:
         return None, StageRecord(stage=stage, combo=combo, status="SKIPPED", reason="training has not run for this combo")
-    if rec.status != "PASS" or not rec.data.get("completed"):
+    judged = rec.status == "PASS" or rec.data.get("failed_by") == FAILED_BY_HEALTH  # results stand
+    if not judged or not rec.data.get("completed"):
         return None, StageRecord(
             stage=stage, combo=combo, status="SKIPPED", reason=f"training did not complete ({rec.status}: {rec.reason})"
         )

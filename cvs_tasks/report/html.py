@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tasks.report import svg
+from cvs_tasks.report.health import health_rows
 from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
 from cvs_tasks.report.formatting import (
@@ -192,6 +193,7 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[
         "loss": loss_view(combo, (loss or {}).get("details", {}), steps),
         "throughput_svg": throughput_svg(combo, steps),
         "error": error_view(training),
+        "health": health_rows(details),
         "nodes": [
             {**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned"))}
             for n in (training or {}).get("nodes", [])
