@@ -32,8 +32,11 @@ def hosts():
     return fake
 
 
+DEFAULT_FLAGS = ("--ipc host --privileged --device /dev/kfd --device /dev/dri --device /dev/infiniband "
+                 "--cap-add IPC_LOCK --cap-add SYS_PTRACE --security-opt seccomp=unconfined --group-add video "
+                 "--ulimit memlock=-1")
 RUN = ("docker run -d --name cvs-c --label cvs.run_id=run1 --label cvs.owner=alice "
-       "--label cvs.name=cvs-c --network host -e NNODES=2 rocm/megatron-lm:v25.9 sleep infinity")
+       f"--label cvs.name=cvs-c --network host {DEFAULT_FLAGS} -e NNODES=2 rocm/megatron-lm:v25.9 sleep infinity")
 
 
 def test_per_run_clears_leftovers_launches_and_verifies(hosts):
