@@ -66,6 +66,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
             session.say(line)
         if session.scheduled:
             session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
+        session.say("[dry-run] every node, before and after the job: the health snapshot "
+                    "(RDMA error counters, amdgpu lines in the kernel log; `cvs_tasks.remote.health`)")
         return result
     for warning in launch.warnings:
         session.say(f"warning: {warning}", "warning")
