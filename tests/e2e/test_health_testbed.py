@@ -9,6 +9,8 @@ invocation.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests.reliability.helpers import (assert_nothing_left, assert_run_dir_readable, invoke, no_traceback,
@@ -17,6 +19,15 @@ from tests.reliability.helpers import (assert_nothing_left, assert_run_dir_reada
 pytestmark = [pytest.mark.testbed, pytest.mark.e2e]
 
 BASE = "sim_megatron_distributed.json"
+
+
+@pytest.fixture
+def node_roots():
+    """Scenario node folders under the shared dir, removed after the test (also on failure)."""
+    made: list = []
+    yield made
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def checks_of(record: dict) -> dict[str, dict]:
