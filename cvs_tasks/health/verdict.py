@@ -51,6 +51,9 @@ def node_health(node: str, before: Snapshot | None, after: Snapshot | None) -> N
         health.counter_ports = len({(k.device, k.port) for k in set(before.counters) & set(after.counters)})
     if after.klog_source is None:
         health.kernel_problem = f"the kernel log could not be read ({after.klog_error or 'no source worked'})"
+    elif before.klog_source is not None and before.klog_mark is None:
+        health.kernel_problem = ("the kernel log has no timestamped line (printk.time off?), so the job's "
+                                 "lines cannot be told from older ones")
     elif before.klog_mark is None and before.uptime is None:
         health.kernel_problem = "the start of the job's window in the kernel log is unknown"
     else:

@@ -119,3 +119,10 @@ def test_rows_are_capped_per_node_but_the_count_stays_exact():
     after = parse_snapshot(f"@@cvs-health 1\n@@uptime 50\n@@counters none\n@@klog dmesg\n{lines}@@end\n")
     _, kernel = judge_health([node_health("n1", before, after)], enforce_network=True)
     assert kernel.count == 30 and len(kernel.rows) == 20 and "and 27 more" in kernel.summary
+
+
+def test_a_kernel_log_without_timestamps_cannot_bound_the_window():
+    before = parse_snapshot("@@cvs-health 1\n@@uptime 5\n@@counters none\n@@klog dmesg\n@@klog-mark \n@@end\n")
+    after = parse_snapshot("@@cvs-health 1\n@@uptime 9\n@@counters none\n@@klog dmesg\n@@end\n")
+    _, kernel = judge_health([node_health("n4", before, after)], enforce_network=True)
+    assert kernel.status == "WARN" and "node n4: the kernel log has no timestamped line" in kernel.summary
