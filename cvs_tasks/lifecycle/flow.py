@@ -1,35 +1,33 @@
 """The lifecycle in the product document's pinned order, and single stages for ad hoc chaining.
 
-``run_all`` walks launch -> tokenizer -> smoke -> checkpoint -> training[combo]... ->
-metric[combo]... -> loss_curve[combo]... and always tears down, also after Ctrl-C or SIGTERM
-(interrupt once: stop the job, tear down, record, render; twice: exit at once).
+``run_all`` walks the stage table (``run.stages``): launch -> tokenizer -> smoke -> checkpoint ->
+training[combo]... -> metric[combo]... -> loss_curve[combo]..., and always runs the ``last`` stages
+(teardown), also after Ctrl-C or SIGTERM (interrupt once: stop the job, tear down, record, render;
+twice: exit at once).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
-from cvs_tasks.lifecycle import diagnose, gate_stages, setup_stages, train_stages
+from cvs_tasks.lifecycle import diagnose
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
-from cvs_tasks.run import PER_COMBO_STAGES, StageRecord
+from cvs_tasks.run import StageRecord
+from cvs_tasks.run.stages import stage as stage_row
+from cvs_tasks.run.stages import table
 
 EXIT_INTERRUPTED = 130
 
-BODIES: dict[str, Callable[[Session, "str | None"], StageRecord]] = {
-    "launch_container": setup_stages.launch_container,
-    "download_tokenizer": setup_stages.download_tokenizer,
-    "smoke": train_stages.smoke,
-    "checkpoint": train_stages.checkpoint,
-    "training": train_stages.training,
-    "metric": gate_stages.metric,
-    "loss_curve": gate_stages.loss_curve,
-    "teardown": setup_stages.teardown,
-}
+def body_of(stage: str) -> Callable[[Session, "str | None"], StageRecord]:
+    """The stage's body, named ``"module:function"`` in its table row."""
+    module, _, name = stage_row(stage).body.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 _SESSIONS: dict[str, Session] = {}
 
@@ -84,12 +82,18 @@ def container_ready(session: Session) -> bool:
 
 def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *, force: bool | None = None) -> list[StageRecord]:
     """One stage (every selected combo for per-combo stages)."""
-    body = BODIES[stage]
+    body = body_of(stage)
+    if session.dry_run:  # chained dry-run tasks share one session: print each stage once
+        key = (stage, tuple(combos or ()))
+        if key in session.printed:
+            session.say(f"{stage}: printed above (dry run)")
+            return []
+        session.printed.add(key)
     if stage == "launch_container" and not (force or session.force) and not container_ready(session):
         force = True  # never launched, or torn down since: launch again
     if stage == "teardown" and container_ready(session):
         force = True  # launched again since the last teardown
-    if stage in PER_COMBO_STAGES:
+    if stage_row(stage).per_combo:
         selected = list(combos) if combos else session.plan.combo_ids
         for c in selected:
             session.plan.combo(c)  # unknown combo -> BadInput before anything runs
@@ -103,17 +107,18 @@ def run_all(session: Session) -> int:
     interrupted = False
     with interrupt_guard(session):
         try:
-            for stage in ("launch_container", "download_tokenizer", "smoke", "checkpoint"):
-                records += run_stage(session, stage)
-            for stage in ("training", "metric", "loss_curve"):
-                records += run_stage(session, stage)
+            for row in table():
+                if not row.last:
+                    records += run_stage(session, row.id)
             if not session.dry_run and diagnose.wanted_after_training(session):
                 records.append(diagnose.diagnose(session))
         except Interrupted:
             interrupted = True
         finally:
             try:
-                records += run_stage(session, "teardown", force=True)
+                for row in table():
+                    if row.last:
+                        records += run_stage(session, row.id, force=True)
             except Interrupted:
                 interrupted = True
             finish_run(session, interrupted=interrupted)

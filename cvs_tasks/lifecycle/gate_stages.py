@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from cvs_tasks import metrics as m
 from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
+from cvs_tasks.run.records import step_rows
 
 
 def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, StageRecord | None]:
@@ -17,9 +16,13 @@ def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, St
         return None, StageRecord(stage=stage, combo=combo, status="SKIPPED", reason="training has not run for this combo")
     judged = rec.status == "PASS" or rec.data.get("failed_by") == FAILED_BY_HEALTH  # results stand
     if not judged or not rec.data.get("completed"):
-        return None, StageRecord(
-            stage=stage, combo=combo, status="SKIPPED", reason=f"training did not complete ({rec.status}: {rec.reason})"
-        )
+        # the row names the test to read (its own row and the report's callout hold the cause)
+        blocker = rec.data.get("blocked_by") or rec.name
+        outcome = {"FAIL": "failed", "ERROR": "errored"}.get(rec.status, "did not complete")
+        reason = f"skipped: {rec.name} {outcome}" if blocker == rec.name else rec.reason
+        skipped = StageRecord(stage=stage, combo=combo, status="SKIPPED", reason=reason)
+        skipped.data["blocked_by"] = blocker
+        return None, skipped
     return rec.data, None
 
 
@@ -84,7 +87,7 @@ def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
     if skipped:
         return skipped
     lc = session.config.loss_curve
-    steps = [SimpleNamespace(step=int(s[0]), loss=s[4]) for s in data.get("steps", []) if s[4] is not None]
+    steps = [row for row in step_rows(data) if row.loss is not None]
     cutoff = m.warmup_cutoff(data.get("planned"), data.get("last_step"))
     points = m.sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
     fit = m.fit_loss_curve(points, lc.max_slope)

@@ -21,6 +21,7 @@ from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
+from cvs_tasks.remote.health import take_snapshots
 from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.metrics import LogParser
 
@@ -62,12 +63,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         return result
     result.launch = launch
     if session.dry_run:
-        for line in render_dry_run(launch):
-            session.say(line)
-        if session.scheduled:
-            session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
-        session.say("[dry-run] every node, before and after the job: the health snapshot "
-                    "(RDMA error counters, amdgpu lines in the kernel log; `cvs_tasks.remote.health`)")
+        _dry_run(session, job, launch)
         return result
     for warning in launch.warnings:
         session.say(f"warning: {warning}", "warning")
@@ -122,6 +118,26 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     if not result.outcome.ok and not (step is not None and step.cause):
         _name_lost_nodes(session, result.outcome)
     return result
+
+
+def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
+    """Print, in order, every command a real job runs: NIC set-up, folders, scripts, launch, then
+    the stop and the GPU clean-up that follow every job (the DryRunHosts echo what is exec'd)."""
+    if nic.needs_broadcom_setup(job):
+        session.say("# every node: Broadcom NIC library set-up and HCA check (in the container)")
+        session.runtime().exec(nic.nic_setup_command(job), timeout=120)
+    session.say("# every node, just before the job starts (and again after it ends, with that node's "
+                "kernel-log mark): the health snapshot on the node's own shell")
+    take_snapshots(session.hosts())
+    for line in render_dry_run(launch):
+        session.say(line)
+    if session.scheduled:
+        session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
+    session.say("# after the job, every node: stop what still runs (only when the job did not end by itself)")
+    session.runtime().exec([cleanup.stop_job_command(n) for n in launch.nodes], timeout=60)
+    if session.config.container.runtime.name not in HOST_PID_RUNTIMES:
+        session.say("# then list the GPU processes left in the container and kill them (kill -9 <pids>, bounded wait)")
+        session.runtime().exec(cleanup.gpu_pids_command(session.config.gpu.pids_command), timeout=60)
 
 
 def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) -> SlurmStep | None:

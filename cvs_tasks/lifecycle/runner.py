@@ -2,7 +2,7 @@
 
 The rules of the product document live here, once:
 * a stage already recorded in this run is not redone (``--force`` redoes it);
-* an early-stage failure (launch, tokenizer, smoke) skips everything after it (``lifecycle.failed``);
+* an early-stage failure (``blocks_later`` in ``run.stages``) skips everything after it;
 * a stage body that raises a CvsError becomes an ERROR record naming the cause, never a traceback;
 * an interrupted stage is recorded as interrupted, and a resumed run reruns it.
 """
@@ -18,8 +18,9 @@ from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.events import StageEvent
 from cvs_tasks.run.stagelog import StageLog
+from cvs_tasks.run.stages import blocking_ids
+from cvs_tasks.run.stages import stage as stage_row
 
-EARLY_STAGES = ("launch_container", "download_tokenizer", "smoke")
 StageBody = Callable[[Session, "str | None"], StageRecord]
 
 
@@ -43,10 +44,11 @@ def is_done(record: StageRecord | None) -> bool:
 
 
 def lifecycle_failed(session: Session, stage: str) -> StageRecord | None:
-    """The early stage whose failure blocks ``stage``, if any."""
-    if stage in ("teardown",):
+    """The early stage (``blocks_later`` in the stage table) whose failure blocks ``stage``, if any;
+    the last stages (teardown) always run."""
+    if stage_row(stage).last:
         return None
-    for early in EARLY_STAGES:
+    for early in blocking_ids():
         if early == stage:
             return None
         rec = session.run.read_record(early)
@@ -83,9 +85,7 @@ def _run_body(session: Session, stage: str, combo: str | None, body: StageBody, 
             stage=stage,
             combo=combo,
             status="SKIPPED",
-            reason=f"skipped: {blocker.name} {blocker.status.lower()}ed ({blocker.reason})"
-            if blocker.status == "FAIL"
-            else f"skipped: {blocker.name} errored ({blocker.reason})",
+            reason=f"skipped: {blocker.name} {'failed' if blocker.status == 'FAIL' else 'errored'}",
         )
         record.data["blocked_by"] = blocker.name
     else:

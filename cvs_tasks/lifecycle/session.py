@@ -31,6 +31,7 @@ from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
 
 DEFAULT_REPORTS = "reports"
+SHIPPED_CLUSTER = Path("cluster") / "cluster.json"  # the repo's cluster file, edited in place
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Session:
     redactor: Redactor = field(default_factory=Redactor)
     stop: threading.Event = field(default_factory=threading.Event)
     scratch: Path | None = None  # a dry run's throw-away run folder, removed on close / exit
+    printed: set = field(default_factory=set)  # (stage, combos) a dry run already printed
     _hosts: object | None = None
     _runtime: object | None = None
 
@@ -176,9 +178,15 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     else:
         config, cluster, suite_flag = req.config, req.cluster, req.suite
     if not config:
-        raise BadInput("no config: pass --config <file> (see `invoke config.list`)")
+        raise BadInput("no config: pass --config <file> or set cvs.config in invoke.yaml / INVOKE_CVS_CONFIG "
+                       "(see `invoke config.list`)")
+    if not cluster and SHIPPED_CLUSTER.is_file():
+        cluster = str(SHIPPED_CLUSTER)
+        listener(Message(f"cluster: {SHIPPED_CLUSTER} (the default; --cluster, cvs.cluster in invoke.yaml or "
+                         "INVOKE_CVS_CLUSTER choose another)"))
     if not cluster:
-        raise BadInput("no cluster file: pass --cluster <file> (e.g. cluster/localhost.json)")
+        raise BadInput(f"no cluster file: pass --cluster <file>, set cvs.cluster in invoke.yaml / INVOKE_CVS_CLUSTER, "
+                       f"or write {SHIPPED_CLUSTER} (e.g. from cluster/localhost.json)")
     cluster_obj: Cluster = load_cluster(Path(cluster))
     suite: Suite = load_suite(Path(config), cluster_obj)
     _refuse_placeholders(suite)
@@ -195,8 +203,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
                       redactor=redactor)
     if req.dry_run and existing is None:
-        session.scratch = run.path.parent
-        atexit.register(shutil.rmtree, session.scratch, True)  # stage tasks never call close()
+        session.scratch = run.path.parent  # removed at exit (stage tasks never call close())
     return session
 
 
@@ -250,7 +257,7 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
                 redactor: Redactor) -> RunDir:
     run_id = Path(req.run).name if req.run else None
     if req.dry_run:  # a dry run records nothing: scratch folder, `latest` untouched
-        return RunDir(Path(tempfile.mkdtemp(prefix="cvs-dry-run-")) / (run_id or "dry-run"))
+        return RunDir(_dry_run_root() / (run_id or "dry-run"))
     run = RunDir.create(root, run_id)
     suite = plan.suite
     manifest = {
@@ -269,6 +276,18 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
     if not req.dry_run:
         run.write_manifest(map_strings(manifest, redactor))
     return run
+
+
+_DRY_RUN_ROOT: list[Path] = []
+
+
+def _dry_run_root() -> Path:
+    """One scratch folder per process, so chained dry-run tasks (`invoke container --dry-run smoke
+    --dry-run`) share one scratch run; removed when the process exits."""
+    if not _DRY_RUN_ROOT or not _DRY_RUN_ROOT[0].is_dir():
+        _DRY_RUN_ROOT[:] = [Path(tempfile.mkdtemp(prefix="cvs-dry-run-"))]
+        atexit.register(shutil.rmtree, _DRY_RUN_ROOT[0], True)
+    return _DRY_RUN_ROOT[0]
 
 
 def read_secrets(plan: RunPlan) -> Redactor:

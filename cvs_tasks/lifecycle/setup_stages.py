@@ -48,7 +48,7 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
         record.status = "ERROR"
         record.reason = failed_nodes_reason("container launch", nodes)
         return record
-    record.reason = _prepare_node_dir(session)
+    record.reason, record.data["hf_token"] = _prepare_node_dir(session)
     if not session.dry_run:
         record.data.update(fingerprint_nodes(session))
     return record
@@ -66,8 +66,10 @@ def fingerprint_nodes(session: Session) -> dict:
     return {"fingerprints": facts, "drift": found}
 
 
-def _prepare_node_dir(session: Session) -> str:
-    """Create the per-run node folder (0700) and place the HF token there as a 0600 file."""
+def _prepare_node_dir(session: Session) -> tuple[str, bool]:
+    """Create the per-run node folder (0700) and place the HF token there as a 0600 file.
+
+    Returns the stage reason and whether the token file was placed (jobs export HF_TOKEN from it)."""
     hosts = session.hosts()
     folder = shlex.quote(session.node_run_dir)
     mk = hosts.run(f"mkdir -p {folder} && chmod 700 {folder}", timeout=30)
@@ -78,25 +80,29 @@ def _prepare_node_dir(session: Session) -> str:
         raise InfraError(f"cannot create {session.node_run_dir} on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
     token_file = Path(session.config.paths.hf_token_file).expanduser()
     if session.dry_run:
-        return "dry run"
+        return "dry run", token_file.is_file()
     try:
         lines = read_secret(token_file)  # comment lines are not part of the token
         token = lines[0]
     except (InputRefused, IndexError):
         session.say(f"warning: HF token file {token_file} not readable; jobs run without HF_TOKEN", "warning")
-        return f"running; no HF token ({token_file} not readable)"
+        return f"running; no HF token ({token_file} not readable)", False
     put = hosts.put(token.encode("utf-8"), token_path(session), 0o600, timeout=30)
     bad = [r for r in put if not r.ok]
     if bad:
         from cvs_tasks.errors import InfraError
 
         raise InfraError(f"cannot place the HF token file on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
-    return "running"
+    return "running", True
 
 
 def has_token(session: Session) -> bool:
+    """Did the launch place the HF token file on the nodes (its record says so)? In a dry run
+    (nothing recorded): whether the token file exists, so the export line shows as it would."""
     rec = session.run.read_record("launch_container")
-    return bool(rec and "no HF token" not in rec.reason)
+    if rec is None:
+        return session.dry_run and Path(session.config.paths.hf_token_file).expanduser().is_file()
+    return rec.data.get("hf_token") is True
 
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:

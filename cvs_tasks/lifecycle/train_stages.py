@@ -13,27 +13,30 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
+from cvs_tasks.run.records import StepRow
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:
+    """Every node with an outcome: a node that exited non-zero, left no exit status or whose log
+    never arrived counts as failed, also when another node saw the job complete."""
     if result.outcome is None:
         return []
     out = []
     for n in result.outcome.nodes:
-        failed = n.state == "failed" or (n.exit_code not in (None, 0))
-        status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
         local = n.target.local_copy
-        out.append(
-            NodeOutcome(
-                host=n.target.host,
-                rank=n.target.rank,
-                status=status,
-                reason=(f"exit {n.exit_code}" if n.exit_code is not None else n.state),
-                last_step=n.last_step,
-                planned=n.planned,
-                log=session.run.relative(local) if local and local.exists() else None,
-            )
-        )
+        log = session.run.relative(local) if local and local.exists() else None
+        problems = [f"exit {n.exit_code}"] if n.exit_code not in (None, 0) else []
+        if n.exit_code is None:
+            problems.append("no exit status")
+        if log is None:
+            problems.append("no log")
+        failed = n.state == "failed" or bool(problems)
+        status = "FAIL" if failed else ("PASS" if stage_status == "PASS" else stage_status)
+        if n.state in ("failed", "stalled"):
+            problems.insert(0, n.state)
+        reason = ", ".join(problems) if problems else f"exit {n.exit_code}"
+        out.append(NodeOutcome(host=n.target.host, rank=n.target.rank, status=status, reason=reason,
+                               last_step=n.last_step, planned=n.planned, log=log))
     return out
 
 
@@ -53,13 +56,17 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
     if status == "SKIPPED":
         record.reason = "dry run: nothing was started"
     record.nodes = _node_outcomes(session, result, status)
+    failed_nodes = [node for node in record.nodes if node.status == "FAIL"]
+    if status == "PASS" and failed_nodes:  # completed on one node is not completed on every node
+        record.status = "FAIL"
+        record.reason = f"{record.reason}; but " + "; ".join(f"node {n.host}: {n.reason}" for n in failed_nodes)
     for node in record.nodes:
         if node.log:
             record.artifacts[f"node {node.rank} log ({node.host})"] = node.log
     if result.outcome is not None:
         if result.outcome.error:
             record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v for k, v in result.outcome.error.items()}
-        if status != "PASS":
+        if record.status != "PASS":
             record.data["log_tail"] = [session.redactor(line) for line in result.outcome.tail]
     if result.notes:
         record.data["notes"] = result.notes
@@ -109,7 +116,8 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         "planned": parser.planned,
         "completed": bool(parser.completed),
         "dialect": parser.dialect,
-        "steps": [[it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu), _finite(it.loss)] for it in iterations],
+        "steps": [StepRow(it.step, _finite(it.elapsed_ms), _finite(it.tflops), _finite(it.tokens_per_gpu),
+                          _finite(it.loss)).to_list() for it in iterations],
         "tflops_recomputed": _finite(parser.tflops_recomputed()),
         "scaling_efficiency_pct": None,
         "args_hash": args_hash(getattr(getattr(parser, "facts", None), "args", None)),  # provenance (history)
@@ -142,8 +150,20 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     first = session.plan.combos[0]
     save_job = job_spec(session, label="ckpt_save", combo=first, mbs=mbs, gbs=gbs, precision=precision,
                         iterations=c.save_iters, save_dir=directory, save_interval=c.save_interval)
-    session.runtime().exec(f"{ckpt.cleanup_command(directory, distributed=True) or 'true'} && {ckpt.mkdir_command(directory)}", timeout=60)
+    setup = session.runtime().exec(f"{ckpt.cleanup_command(directory, distributed=True) or 'true'} && "
+                                   f"{ckpt.mkdir_command(directory)}", timeout=60)
+    bad = [r for r in setup if not r.ok]
+    if bad and not session.dry_run:
+        detail = (bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
+        return StageRecord(stage="checkpoint", status="ERROR",
+                           reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: {detail}")
     saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")
+    resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
+                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(directory))
+    if session.dry_run:  # both phases, as a real run would issue them
+        session.runtime().exec(ckpt.latest_checkpoint_check_command(directory), timeout=60)
+        run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
+        return StageRecord(stage="checkpoint", status="SKIPPED", reason="dry run: nothing was started")
     if not saved.ok:
         record = _job_record(session, "checkpoint", None, saved)
         record.reason = f"save phase: {record.reason}"
@@ -153,8 +173,6 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
         return StageRecord(stage="checkpoint", status="FAIL",
                            reason=f"no checkpoint written: {directory}/checkpoints/latest_checkpointed_iteration.txt "
                                   "is missing on node 0 (is the checkpoint directory volume-mounted into the container?)")
-    resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
-                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(directory))
     resumed = run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
     if not resumed.ok:
         record = _job_record(session, "checkpoint", None, resumed)

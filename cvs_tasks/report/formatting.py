@@ -21,6 +21,7 @@ STATUS_COLOURS: dict[str, str] = {
     "FAIL": "#c62828",
     "ERROR": "#e65100",
     "SKIPPED": "#757575",
+    "NOT-RUN": "#6d4c41",
     "RECORD": "#555555",
 }
 
@@ -64,7 +65,7 @@ def fmt_duration(seconds: Any) -> str:
 
 def fmt_test_duration(status: Any, seconds: Any) -> str:
     """A test row's duration; a skip decided in no time shows a dash, not "0.0 s"."""
-    if status == "SKIPPED" and (not is_number(seconds) or seconds < 0.05):
+    if status in ("SKIPPED", "NOT-RUN") and (not is_number(seconds) or seconds < 0.05):
         return DASH
     return fmt_duration(seconds)
 

@@ -18,6 +18,7 @@ from cvs_tasks.report import svg
 from cvs_tasks.report.health import health_rows
 from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
+from cvs_tasks.run.records import StepRow
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -52,7 +53,7 @@ def render_report(
     results: Mapping[str, Any],
     *,
     effective_config: Any = None,
-    steps_by_combo: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+    steps_by_combo: Mapping[str, Sequence[StepRow]] | None = None,
     trends: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
 ) -> str:
     """The full report page for a run (``trends``: combo -> metric -> last runs, for sparklines)."""
@@ -73,9 +74,10 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
     return {
         "header": header_view(results),
         "facts": summary_facts(results),
-        "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "total")},
+        "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN", "total")},
         "metric_summary": metric_summary(results),
         "tests": [test_view(t) for t in tests],
+        "first_failure": failure_view(results.get("first_failure")),
         "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
                    for c in results.get("combos", [])],
         "checkpoint": checkpoint_view(_find(tests, "checkpoint", None)),
@@ -139,8 +141,11 @@ def metric_summary(results: Mapping[str, Any]) -> str:
 
 
 def test_view(test: Mapping[str, Any]) -> dict:
+    blocked_by = (test.get("details") or {}).get("blocked_by")
     return {
         "name": test["name"],
+        "row_id": _row_id(test["name"]),
+        "blocked_href": "#" + _row_id(blocked_by) if isinstance(blocked_by, str) else "",
         "anchor": _anchor(test.get("combo")),
         "combo": test.get("combo"),
         "status": test["status"],
@@ -169,7 +174,7 @@ def consolidated_rows(results: Mapping[str, Any]) -> list[dict]:
     return rows
 
 
-def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[Sequence[Any]],
+def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
                trends: Mapping[str, Any] | None = None) -> dict:
     tests = results.get("tests", [])
     training = _find(tests, "training", combo)
@@ -216,10 +221,10 @@ def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> li
     return facts
 
 
-def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[Sequence[Any]]) -> dict:
+def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[StepRow]) -> dict:
     """Loss-curve chart (all logged losses, the sampled points, their least-squares trend) and numbers."""
     points = [(p[0], p[1]) for p in details.get("points", []) if isinstance(p, (list, tuple)) and len(p) >= 2]
-    logged = [(row[0], row[4]) for row in steps if len(row) >= 5 and row[4] is not None]
+    logged = [(row.step, row.loss) for row in steps if row.loss is not None]
     series = []
     if logged:
         series.append(svg.Series("lm loss", logged, "#90a4ae", "line"))
@@ -242,8 +247,8 @@ def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[Sequence[A
     return {"svg": Markup(chart), "facts": facts}
 
 
-def throughput_svg(combo: str, steps: Sequence[Sequence[Any]]) -> Markup:
-    points = [(row[0], row[2]) for row in steps if len(row) >= 3 and row[2] is not None]
+def throughput_svg(combo: str, steps: Sequence[StepRow]) -> Markup:
+    points = [(row.step, row.tflops) for row in steps if row.tflops is not None]
     chart = svg.line_chart(
         [svg.Series("TFLOP/s/GPU", points, TFLOPS_COLOUR, "line")],
         title=f"Throughput per step {combo}",
@@ -301,6 +306,32 @@ def _progress(step: Any, total: Any) -> str:
     if step is None and total is None:
         return DASH
     return f"{fmt_number(step)} / {fmt_number(total)}"
+
+
+def failure_view(failure: Mapping[str, Any] | None) -> dict | None:
+    """The callout under the verdict: test, node, signature, the line in its log context, the hint."""
+    if not failure:
+        return None
+    node = failure.get("node")
+    if node and failure.get("rank") is not None:
+        node = f"{node} (rank {failure['rank']})"
+    return {
+        "test": failure.get("test") or DASH,
+        "href": "#" + _row_id(failure.get("test") or ""),
+        "status": failure.get("status") or "FAIL",
+        "reason": failure.get("reason") or "",
+        "node": node or DASH,
+        "signature": " · ".join(str(v) for v in (failure.get("signature"), failure.get("cls")) if v),
+        "line_no": failure.get("line_no"),
+        "line": plain_text(failure.get("line")),
+        "hint": failure.get("hint") or "",
+        "context": [(n, plain_text(text), n == failure.get("line_no")) for n, text in failure.get("context") or []],
+        "log": failure.get("log"),
+    }
+
+
+def _row_id(name: str) -> str:
+    return "test-" + "".join(ch if ch.isalnum() else "-" for ch in name)
 
 
 def _anchor(combo: str | None) -> str:

@@ -31,7 +31,7 @@ def junit_xml(results: Mapping[str, Any]) -> bytes:
         "name": suite_name,
         "tests": str(len(tests)),
         "failures": str(counts.get("FAIL", 0)),
-        "errors": str(counts.get("ERROR", 0)),
+        "errors": str(counts.get("ERROR", 0) + counts.get("NOT-RUN", 0)),
         "skipped": str(counts.get("SKIPPED", 0)),
         "time": f"{total_time:.3f}",
     }
@@ -71,6 +71,8 @@ def _testcase(suite: ET.Element, test: Mapping[str, Any]) -> None:
         ET.SubElement(case, "failure", {"message": reason, "type": "GateFailed"}).text = failure_text(test)
     elif status == "ERROR":
         ET.SubElement(case, "error", {"message": reason, "type": "Error"}).text = failure_text(test)
+    elif status == "NOT-RUN":  # never ran: not a pass, and not a rule-based skip either
+        ET.SubElement(case, "error", {"message": reason, "type": "NotRun"})
     elif status == "SKIPPED":
         ET.SubElement(case, "skipped", {"message": reason})
 

@@ -17,6 +17,7 @@ from cvs_tasks.report.html import render_metrics, render_report
 from cvs_tasks.report.junit import junit_xml
 from cvs_tasks.report.nodes import write_node_lists
 from cvs_tasks.report.results import build_results, read_manifest
+from cvs_tasks.run.records import StepRow, step_rows
 from cvs_tasks.run.rundir import RunDir, write_json_atomic
 
 OUTPUTS = {"results": "results.json", "report": "report.html", "metrics": "metrics.html", "junit": "junit.xml"}
@@ -50,14 +51,13 @@ def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any]) ->
     return run_trends(history_path(run.path.parent, configured), manifest, results)
 
 
-def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[Any]]:
+def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[StepRow]]:
     """Per-step training rows of each combo (kept out of results.json; only the plots need them)."""
-    out: dict[str, list[Any]] = {}
+    out: dict[str, list[StepRow]] = {}
     for combo in combos:
         record = run.read_record("training", combo)
-        steps = record.data.get("steps") if record else None
-        if isinstance(steps, list):
-            out[combo] = [row for row in steps if isinstance(row, (list, tuple))]
+        if record is not None:
+            out[combo] = step_rows(record.data)
     return out
 
 

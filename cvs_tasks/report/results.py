@@ -2,7 +2,8 @@
 
 Built only from what the run directory holds (manifest, stage records, log files on disk), so a
 crashed or half-finished run still yields an honest result: rows the lifecycle never reached
-appear as SKIPPED "not run (run incomplete)" and the verdict is FAIL with ``incomplete: true``.
+appear as NOT-RUN with the reason (interrupted, stopped early, or never asked for by the commands
+of an ad hoc run), and the verdict is FAIL with ``incomplete: true``.
 Every other surface (HTML, JUnit, console summary) is derived from this object.
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from cvs_tasks.run.records import PER_COMBO_STAGES, STAGES, StageRecord, test_name
+from cvs_tasks.report.first_failure import first_failure
+from cvs_tasks.run.records import StageRecord, test_name
+from cvs_tasks.run.stages import per_combo_ids, stage_ids
 from cvs_tasks.run.rundir import RunDir, load_record_file
 
-NOT_RUN = "not run (run incomplete)"
-TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED")
+NOT_RUN = "NOT-RUN"
+TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED", NOT_RUN)
 METRIC_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "RECORD", "SKIPPED")
 FAILING = frozenset({"FAIL", "ERROR"})
 
@@ -60,7 +63,7 @@ def build_results(run: RunDir) -> dict[str, Any]:
     for stage, combo in keys:
         record = records.get((stage, combo))
         logs = collect_logs(run, record, stage, combo, len(hosts))
-        tests.append(test_row(record, stage, combo, logs))
+        tests.append(test_row(record, stage, combo, logs, not_run_reason(manifest, run.run_id)))
 
     missing = [t["name"] for t in tests if not t["recorded"]]
     interrupted = bool(manifest.get("interrupted", False))
@@ -84,6 +87,7 @@ def build_results(run: RunDir) -> dict[str, Any]:
         "counts": counts,
         "metric_counts": metric_counts,
         "tests": tests,
+        "first_failure": first_failure(tests, run.path),
     }
 
 
@@ -120,31 +124,43 @@ def combo_order(manifest: dict[str, Any], records: Iterable[StageRecord]) -> lis
 def expected_keys(combos: list[str], recorded: Iterable[Key]) -> list[Key]:
     """Every (stage, combo) row a complete run has, plus any extra recorded row, in lifecycle order."""
     keys: list[Key] = []
-    for stage in STAGES:
-        if stage in PER_COMBO_STAGES:
+    ids, per_combo = stage_ids(), per_combo_ids()
+    for stage in ids:
+        if stage in per_combo:
             keys.extend((stage, combo) for combo in combos)
         else:
             keys.append((stage, None))
     keys.extend(k for k in recorded if k not in keys)
-    stage_rank = {s: i for i, s in enumerate(STAGES)}
+    stage_rank = {s: i for i, s in enumerate(ids)}
     combo_rank = {c: i for i, c in enumerate(combos)}
 
     def order(key: Key) -> tuple[int, int]:
         stage, combo = key
-        return (stage_rank.get(stage, len(STAGES)), combo_rank.get(combo, -1) if combo else -1)
+        return (stage_rank.get(stage, len(ids)), combo_rank.get(combo, -1) if combo else -1)
 
     return sorted(keys, key=order)
 
 
-def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: list[dict]) -> dict[str, Any]:
-    """One results.json test: the record's outcome, or a SKIPPED placeholder when it never ran."""
+def not_run_reason(manifest: dict[str, Any], run_id: str) -> str:
+    """Why an expected test has no record, and the command that runs it."""
+    finish = f"`invoke all --run {manifest.get('run_id') or run_id}` runs what is missing"
+    if manifest.get("interrupted"):
+        return f"not run: the run was interrupted before it; {finish}"
+    if manifest.get("finished"):
+        return f"not run: no command of this run asked for it; {finish}"
+    return f"not run: the run stopped before it (still going, or the harness was killed); {finish}"
+
+
+def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: list[dict],
+             not_run: str = "not run") -> dict[str, Any]:
+    """One results.json test: the record's outcome, or a NOT-RUN row saying why it has none."""
     if record is None:
         return {
             "name": test_name(stage, combo),
             "stage": stage,
             "combo": combo,
-            "status": "SKIPPED",
-            "reason": NOT_RUN,
+            "status": NOT_RUN,
+            "reason": not_run,
             "recorded": False,
             "started": None,
             "ended": None,

@@ -1,8 +1,6 @@
 """The run directory (ledger): manifest, per-stage records, pulled-back logs."""
 
 from cvs_tasks.run.records import (
-    PER_COMBO_STAGES,
-    STAGES,
     MetricRow,
     NodeOutcome,
     StageRecord,
@@ -12,8 +10,6 @@ from cvs_tasks.run.records import (
 from cvs_tasks.run.rundir import RunDir, write_json_atomic
 
 __all__ = [
-    "PER_COMBO_STAGES",
-    "STAGES",
     "MetricRow",
     "NodeOutcome",
     "RunDir",

@@ -12,18 +12,6 @@ from typing import Any, Literal
 Status = Literal["PASS", "FAIL", "ERROR", "SKIPPED"]
 MetricStatus = Literal["PASS", "FAIL", "RECORD", "SKIPPED"]
 
-# Pinned lifecycle order (product document, "Test lifecycle").
-STAGES: tuple[str, ...] = (
-    "launch_container",
-    "download_tokenizer",
-    "smoke",
-    "checkpoint",
-    "training",
-    "metric",
-    "loss_curve",
-    "teardown",
-)
-PER_COMBO_STAGES = frozenset({"training", "metric", "loss_curve"})
 
 
 def _expect(ok: bool, what: str) -> None:
@@ -48,6 +36,38 @@ def combo_dir(combo: str) -> str:
     ``.`` or ``..``. Names are validated at load (`identifiers`), this is the last line of defence."""
     name = "".join(ch if ch in _DIR_SAFE else "_" for ch in combo)
     return name if name.strip(".") else name.replace(".", "_") or "_"
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One training step of a combo's per-step curve (the ``steps`` of a training record).
+
+    Stored as a compact list ``[step, elapsed_ms, tflops, tokens_per_gpu, loss]`` (a record may
+    hold 20 000 of them); written and read only through ``to_list`` / ``from_list``."""
+
+    step: int
+    elapsed_ms: float | None
+    tflops: float | None
+    tokens_per_gpu: float | None
+    loss: float | None
+
+    def to_list(self) -> list:
+        return [self.step, self.elapsed_ms, self.tflops, self.tokens_per_gpu, self.loss]
+
+    @classmethod
+    def from_list(cls, row: Any) -> StepRow | None:
+        """The row, or None when it is not a well-formed stored step (a hand-edited record)."""
+        if not isinstance(row, (list, tuple)) or len(row) != 5 or type(row[0]) is not int:
+            return None
+        values = [v if _is_number(v) else None for v in row[1:]]
+        return cls(row[0], *values)
+
+
+def step_rows(data: dict[str, Any]) -> list[StepRow]:
+    """The well-formed per-step rows of a training record's data (others are skipped)."""
+    rows = data.get("steps") if isinstance(data, dict) else None
+    parsed = (StepRow.from_list(r) for r in rows) if isinstance(rows, list) else ()
+    return [r for r in parsed if r is not None]
 
 
 @dataclass

@@ -19,7 +19,8 @@ from typing import Any
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.identifiers import identifier_problem
 from cvs_tasks.inputs import InputRefused, load_json
-from cvs_tasks.run.records import STAGES, StageRecord, combo_dir
+from cvs_tasks.run.records import StageRecord, combo_dir
+from cvs_tasks.run.stages import stage_ids
 
 MANIFEST = "run.json"
 LATEST = "latest"
@@ -163,7 +164,7 @@ class RunDir:
                 out.append(record)
         combos = self.manifest().get("combos")
         combos = [c for c in combos if isinstance(c, str)] if isinstance(combos, list) else []
-        stage_rank = {s: i for i, s in enumerate(STAGES)}
+        stage_rank = {s: i for i, s in enumerate(stage_ids())}
 
         def key(r: StageRecord) -> tuple[int, int, str]:
             c = combos.index(r.combo) if r.combo in combos else len(combos)

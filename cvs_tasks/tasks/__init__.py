@@ -11,34 +11,31 @@ from invoke import Collection
 def namespace() -> Collection:
     from cvs_tasks.tasks import (
         bench,
-        checkpoint,
         cleanup,
         cluster,
         compare,
         config,
-        container,
         diagnose,
         history,
         lifecycle,
         logs,
-        loss,
-        metric,
         report,
-        smoke,
-        teardown,
         testbed,
         thresholds,
-        tokenizer,
-        train,
     )
+    from cvs_tasks.tasks.stages import stage_collections
+
+    from cvs_tasks.tasks._common import INVOKE_DEFAULTS
 
     ns = Collection()
+    ns.configure(INVOKE_DEFAULTS)  # `cvs:` keys invoke.yaml / INVOKE_CVS_* may set
     ns.add_task(lifecycle.all_)
     ns.add_task(lifecycle.demo)
     ns.add_task(bench.bench)
     ns.add_task(compare.compare)
     ns.add_task(diagnose.diagnose)
-    for module in (container, tokenizer, smoke, checkpoint, train, metric, loss, teardown, report,
-                   config, cluster, cleanup, logs, history, thresholds, testbed):
+    for collection in stage_collections():  # container, tokenizer, smoke, ... teardown
+        ns.add_collection(collection)
+    for module in (report, config, cluster, cleanup, logs, history, thresholds, testbed):
         ns.add_collection(module.ns)
     return ns

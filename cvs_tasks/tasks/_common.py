@@ -32,3 +32,20 @@ def seconds_flag(flag: str, value: object, default: float) -> float:
     if not (0 < seconds <= 24 * 3600):
         raise BadInput(f"--{flag} must be a number of seconds between 0 and 86400, not {value!r}")
     return seconds
+
+
+# Invoke configuration the tasks read (`cvs:` in invoke.yaml / ~/.invoke.yaml, or INVOKE_CVS_*).
+INVOKE_DEFAULTS = {"cvs": {"config": None, "cluster": None, "reports_dir": None}}
+
+
+def configured(c, name: str, value: object) -> object:
+    """A flag's value, else ``cvs.<name>`` from Invoke's configuration (None when neither is set).
+
+    Invoke merges that configuration from invoke.yaml (project, user, system) and INVOKE_CVS_*
+    environment variables, so `invoke all --config x.json` can take its cluster from
+    `cvs: {cluster: ...}` or INVOKE_CVS_CLUSTER without a flag."""
+    if value not in (None, ""):
+        return value
+    config = getattr(c, "config", None)
+    section = config.get("cvs") if config is not None else None
+    return (section or {}).get(name) or None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from cvs_tasks.errors import BadInput, InfraError
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import configured, user_errors
 
 
 @task(default=True, help={
@@ -20,8 +20,10 @@ def run(c, cluster=None, config=None, run=None, all_owners=False, dry_run=False)
     from cvs_tasks.lifecycle.leftovers import cleanup
 
     with user_errors():
+        cluster, config = configured(c, "cluster", cluster), configured(c, "config", config)
         if not cluster:
-            raise BadInput("--cluster is required: the cluster file of the nodes to clean")
+            raise BadInput("--cluster is required (or cvs.cluster in invoke.yaml / INVOKE_CVS_CLUSTER): "
+                           "the cluster file of the nodes to clean")
         outcome = cleanup(cluster, config=config, run=run, all_owners=bool(all_owners), dry_run=bool(dry_run))
         if not outcome.ok:
             detail = outcome.problems + outcome.found.errors

@@ -10,14 +10,15 @@ from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.remote import check_nodes, connect, format_check_table, known_hosts_path
 from cvs_tasks.remote.hostkeys import record_keys, scan_keys
-from cvs_tasks.tasks._common import seconds_flag, user_errors
+from cvs_tasks.tasks._common import configured, seconds_flag, user_errors
 
 DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"
 
 
 def _required(cluster: str | None) -> str:
     if not cluster:
-        raise BadInput("--cluster is required: the cluster file (JSON with username, priv_key_file, node_dict)")
+        raise BadInput("--cluster is required (or cvs.cluster in invoke.yaml / INVOKE_CVS_CLUSTER): the cluster file "
+                       "(JSON with username, priv_key_file, node_dict)")
     return cluster
 
 
@@ -30,7 +31,7 @@ def _required(cluster: str | None) -> str:
 def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
     """Check every node: SSH, Docker, image present, GPUs visible, free disk in the log dir."""
     with user_errors():
-        spec = load_cluster(_required(cluster))
+        spec = load_cluster(_required(configured(c, "cluster", cluster)))
         container = dict(spec.container or {})
         log_dir, visible_check = "/", DEFAULT_VISIBLE_CHECK
         if config:
@@ -59,7 +60,7 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
 def trust(c, cluster=None, known_hosts=None, replace=False, yes=False, timeout=None):
     """Fetch each node's SSH host key, show its SHA256 fingerprint, and record new keys once confirmed."""
     with user_errors():
-        spec = load_cluster(_required(cluster))
+        spec = load_cluster(_required(configured(c, "cluster", cluster)))
         path = known_hosts_path(spec, known_hosts)
         outcomes = scan_keys(spec, path, replace=replace, timeout=seconds_flag("timeout", timeout, 10.0))
         for o in outcomes:

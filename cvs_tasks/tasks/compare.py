@@ -18,4 +18,4 @@ def compare(c, run_a=None, run_b=None, json=False, reports_dir=None, history=Non
     with user_errors():
         if not run_a or not run_b:
             raise BadInput("compare needs two runs: invoke compare RUN_A RUN_B (see `invoke history`)")
-        show_compare(reports_root(reports_dir), history, run_a, run_b, as_json=bool(json))
+        show_compare(reports_root(reports_dir, c), history, run_a, run_b, as_json=bool(json))

@@ -20,7 +20,7 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
     with user_errors():
         events = listener()
         with events:
-            session = session_for(request(config, cluster, run, suite, False, False, reports_dir, new=run is None),
+            session = session_for(request(c, config, cluster, run, suite, False, False, reports_dir, new=run is None),
                                   events)
             try:
                 code = run_diagnose(session)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from invoke import Collection, task
 
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import configured, user_errors
 
 DEFAULT_REPORTS = "reports"
 COMMON = {
@@ -16,8 +16,9 @@ COMMON = {
 }
 
 
-def reports_root(reports_dir: str | None) -> Path:
-    return Path(reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
+def reports_root(reports_dir: str | None, c=None) -> Path:
+    """--reports-dir, else cvs.reports_dir (invoke.yaml / INVOKE_CVS_REPORTS_DIR), $CVS_REPORTS_DIR, reports."""
+    return Path(configured(c, "reports_dir", reports_dir) or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
 
 
 @task(default=True, auto_shortflags=False, help={
@@ -36,7 +37,7 @@ def show(c, config=None, cluster=None, combo=None, verdict=None, limit=20, json=
     from cvs_tasks.history.queries import RunFilter
 
     with user_errors():
-        show_history(reports_root(reports_dir), history,
+        show_history(reports_root(reports_dir, c), history,
                      RunFilter(config=config, cluster=cluster, combo=combo, verdict=verdict, limit=int(limit)),
                      as_json=bool(json))
 
@@ -47,7 +48,7 @@ def rebuild(c, reports_dir=None, history=None):
     from cvs_tasks.history.commands import rebuild_history
 
     with user_errors():
-        count, problems, path = rebuild_history(reports_root(reports_dir), history)
+        count, problems, path = rebuild_history(reports_root(reports_dir, c), history)
         for p in problems:
             print(f"warning: {p}")
         print(f"{count} run(s) recorded in {path}")

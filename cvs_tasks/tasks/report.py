@@ -9,7 +9,7 @@ from pathlib import Path
 from invoke import Collection, task
 
 from cvs_tasks.errors import GateFailed
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import configured, user_errors
 
 DEFAULT_REPORTS = "reports"
 
@@ -27,7 +27,7 @@ def render(c, run=None, reports_dir=None):
     from cvs_tasks.run.rundir import RunDir
 
     with user_errors():
-        root = Path(reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
+        root = Path(configured(c, "reports_dir", reports_dir) or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
         run_dir = RunDir.resolve(root, run)
         paths = render_all(run_dir)
         results = json.loads(paths["results"].read_text(encoding="utf-8"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import configured, user_errors
 from cvs_tasks.tasks.history import COMMON, reports_root
 
 
@@ -24,9 +24,10 @@ def calibrate(c, config=None, cluster=None, output=None, runs=5, min_runs=3, mar
     from cvs_tasks.history.commands import calibrate_thresholds
 
     with user_errors():
+        config, cluster = configured(c, "config", config), configured(c, "cluster", cluster)
         if not config or not cluster or not output:
             raise BadInput("thresholds.calibrate needs --config, --cluster and --output")
-        path, data = calibrate_thresholds(reports_root(reports_dir), history, config=config, cluster=cluster,
+        path, data = calibrate_thresholds(reports_root(reports_dir, c), history, config=config, cluster=cluster,
                                           output=output, runs=int(runs), margin_pct=float(margin_pct),
                                           min_runs=int(min_runs))
         cal = data["_calibration"]

@@ -91,4 +91,6 @@ def test_report_screenshots_show_a_rendered_page(fixture_run, tmp_path):
     _, _, fail_colours = png_pixels(shot_fail)
     assert (0x2E, 0x7D, 0x32) in {tuple(c) for c in pass_colours}  # the green PASS badge
     assert (0xC6, 0x28, 0x28) in {tuple(c) for c in fail_colours}  # the red FAIL badge
+    callout = (0xFF, 0xF5, 0xF5)  # the "What failed first" callout's background, under the verdict
+    assert callout in {tuple(c) for c in fail_colours} and callout not in {tuple(c) for c in pass_colours}
     assert shot_pass.read_bytes() != shot_fail.read_bytes()

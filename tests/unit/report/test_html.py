@@ -106,11 +106,33 @@ def test_links_point_only_at_files_that_exist(fixture_run):
 def test_failed_combo_shows_signature_node_line_and_clean_log_tail(fixture_run):
     html = rendered(fixture_run("failed_nccl"))
     assert "Training failed: NCCL timeout on mi300-b (rank 1) at step 37/200" in html
-    assert "nccl_timeout" in html and "mi300-b (rank 1)" in html and "1842" in html
+    assert "nccl_timeout" in html and "mi300-b (rank 1)" in html and "<span>Line</span>9</li>" in html
     assert "torch.distributed.DistBackendError" in html
     assert "\x1b" not in html and "[31m" not in html
     assert '<div class="verdict FAIL">' in html
     assert 'class="row-FAIL"' in html
+
+
+def test_a_failed_run_opens_with_the_first_failure_and_skipped_rows_link_to_it(fixture_run):
+    run = fixture_run("failed_nccl")
+    edit_record(run, "metric[MBS_4_GBS_128_PRECISION_FP8].json",
+                lambda d: d.update(reason="skipped: test_training[MBS=4,GBS=128,PRECISION=FP8] failed",
+                                   data={"blocked_by": "test_training[MBS=4,GBS=128,PRECISION=FP8]"}))
+    html = rendered(run)
+    callout = html[html.index('id="first-failure"'):html.index('class="counts"')]
+    assert 'href="#test-test-training-MBS-4-GBS-128-PRECISION-FP8-"' in callout
+    assert "mi300-b (rank 1)" in callout and "nccl_timeout" in callout
+    assert '<span class="hit">      9  [rank9]' in callout  # the line, in its log context
+    assert "      8  " in callout and "     10  [rank9]: NCCL error in" in callout
+    assert "What to do:" in callout and "collective failed" in callout
+    assert 'href="logs/training/MBS_4_GBS_128_PRECISION_FP8/out-node1/training.log"' in callout
+    assert 'id="test-test-training-MBS-4-GBS-128-PRECISION-FP8-"' in html  # the row it links to
+    assert ('<a href="#test-test-training-MBS-4-GBS-128-PRECISION-FP8-">skipped: '
+            'test_training[MBS=4,GBS=128,PRECISION=FP8] failed</a>') in html
+
+
+def test_a_passing_run_has_no_callout(fixture_run):
+    assert 'id="first-failure"' not in rendered(fixture_run("passing_distributed"))
 
 
 def test_script_in_reason_and_log_tail_renders_as_text(fixture_run):
@@ -132,7 +154,7 @@ def test_partial_run_renders_dashes_and_the_incomplete_banner(fixture_run):
     assert "<dt>Image</dt><dd>—</dd>" in html
     assert "<dt>Model</dt><dd>—</dd>" in html
     assert "Run incomplete." in html and "5 expected tests did not run" in html
-    assert "not run (run incomplete)" in html
+    assert "not run: the run was interrupted before it" in html and '<span class="status NOT-RUN">NOT-RUN</span>' in html
     assert "Not run (run incomplete): no training, metric or loss-curve record for this combo." in html
 
 

@@ -31,7 +31,7 @@ def test_complete_passing_run_passes_with_record_and_skipped_metrics(fixture_run
     results = build_results(fixture_run("passing_distributed"))
     assert results["verdict"] == "PASS"
     assert results["incomplete"] is False and results["not_run"] == []
-    assert results["counts"] == {"PASS": 10, "FAIL": 0, "ERROR": 0, "SKIPPED": 1, "total": 11}
+    assert results["counts"] == {"PASS": 10, "FAIL": 0, "ERROR": 0, "SKIPPED": 1, "NOT-RUN": 0, "total": 11}
     assert results["metric_counts"] == {"PASS": 6, "FAIL": 0, "RECORD": 2, "SKIPPED": 2, "total": 10}
     assert [t["name"] for t in results["tests"]] == LIFECYCLE_NAMES
 
@@ -84,7 +84,7 @@ def test_listed_log_that_was_never_pulled_back_is_marked_missing(fixture_run):
     assert logs["logs/training/MBS_4_GBS_128_PRECISION_BF16/out-node1/training.log"] is False
 
 
-def test_interrupted_run_lists_unrun_rows_as_skipped_and_fails(fixture_run):
+def test_interrupted_run_lists_unrun_rows_as_not_run_and_fails(fixture_run):
     results = build_results(fixture_run("partial"))
     tests = by_name(results)
     assert results["verdict"] == "FAIL"
@@ -97,7 +97,8 @@ def test_interrupted_run_lists_unrun_rows_as_skipped_and_fails(fixture_run):
         "test_teardown",
     ]
     for name in results["not_run"]:
-        assert tests[name]["status"] == "SKIPPED" and tests[name]["reason"] == NOT_RUN
+        assert tests[name]["status"] == NOT_RUN and tests[name]["reason"].startswith("not run: the run was interrupted before it")
+        assert "invoke all --run" in tests[name]["reason"]
         assert tests[name]["duration_s"] is None
     assert [t["name"] for t in results["tests"]] == LIFECYCLE_NAMES
     assert results["image"] is None and results["finished"] is None
@@ -170,7 +171,8 @@ def test_empty_run_directory_does_not_crash(tmp_path):
     results = build_results(RunDir(tmp_path / "nothing"))
     assert results["verdict"] == "FAIL" and results["incomplete"] is True
     assert results["run_id"] == "nothing"
-    assert all(t["status"] == "SKIPPED" for t in results["tests"])
+    assert all(t["status"] == "NOT-RUN" for t in results["tests"])
+    assert all("the run stopped before it" in t["reason"] for t in results["tests"])
 
 
 def test_file_in_run_refuses_paths_outside_the_run(tmp_path):

@@ -1,0 +1,183 @@
+"""The README is tested: every command in its ```bash blocks runs, so the README cannot drift.
+
+Each command is run as a user would type it, in a scratch folder, with `invoke -r <repo>`:
+for real where no cluster is needed; lifecycle commands with `--dry-run` against a throw-away
+cluster file (a loopback address nobody listens on; a dry run connects to nothing) or the
+testbed's. Between `config.copy` and the first run the test does what the README tells the user
+to do: replace every `<changeme>` of the copied template.
+
+`HOW` names every command the README shows and how it is run. A new README command without a
+row here fails `test_every_readme_command_has_a_row`, so adding a command means testing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.filled_templates import fill
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+# The lifecycle tasks a dry run applies to (each takes --dry-run).
+DRY_TASKS = {"all", "container", "tokenizer", "smoke", "checkpoint", "train", "metric", "loss", "teardown"}
+
+# README command -> how it is run: "real", "dry" (--dry-run after every lifecycle task),
+# or "skip: <why>". Substitutions for placeholders (RUN_A, C, K, testbed paths) are in `_prepare`.
+HOW = {
+    "pip install -e '.[test]'": "skip: .ci/run runs this install before the tests",
+    "python3 -m pytest": "skip: the command running this test",
+    "invoke demo": "real",
+    "invoke config.list --filter llama-3.1-8b": "real",
+    "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/8b_single.json --with-thresholds": "real",
+    "invoke all --config site/8b_single.json --cluster cluster.json": "dry",
+    "invoke container smoke --config site/8b_single.json --cluster cluster.json": "dry",
+    'invoke train --combo "MBS=4,GBS=128,PRECISION=FP8"': "dry",
+    'invoke metric --combo "MBS=4,GBS=128,PRECISION=FP8" loss --combo "MBS=4,GBS=128,PRECISION=FP8" report': "dry",
+    "invoke teardown": "dry",
+    "invoke --list": "real",
+    "invoke --help train": "real",
+    "invoke history": "real",
+    "invoke compare RUN_A RUN_B": "real",
+    "invoke diagnose --config C --cluster K": "real",
+    "invoke thresholds.calibrate --config C --cluster K --output site/calibrated_threshold.json": "real",
+    "invoke testbed.up --nodes 2": "testbed",
+    "invoke all --config configs/testbed/sim_megatron_distributed.json --cluster /tmp/cvs-testbed/cluster.json": "testbed",
+    "invoke testbed.down": "testbed",
+}
+
+# What each command's output must show (beyond exit status 0), so a silent no-op fails.
+EXPECT = {
+    "invoke demo": "Verdict: PASS",
+    "invoke config.list --filter llama-3.1-8b": "mi3xx_megatron_llama-3.1-8b_single.json",
+    "invoke config.copy": "wrote site/8b_single.json",
+    "invoke all --config site/8b_single.json": "[dry-run]",
+    "invoke container smoke": "[dry-run]",
+    "invoke train --combo": "test_training[MBS=4,GBS=128,PRECISION=FP8]",
+    "invoke metric --combo": "test_loss_curve[MBS=4,GBS=128,PRECISION=FP8]",
+    "invoke teardown": "test_teardown: PASS",
+    "invoke --list": "teardown",
+    "invoke --help train": "--combo",
+    "invoke history": "PASS",
+    "invoke compare": "metrics (delta = B - A)",
+    "invoke diagnose": "PASS",
+    "invoke thresholds.calibrate": "passing run(s)",
+    "invoke testbed.up": "cluster",
+    "invoke all --config configs/testbed": "[dry-run]",
+    "invoke testbed.down": "nothing to stop",
+}
+
+
+def readme_commands(text: str) -> list[str]:
+    """Commands in the README's ```bash blocks: one per line or per `;`, comments removed."""
+    commands: list[str] = []
+    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.M | re.S):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.extend(part.strip() for part in line.split(" ; "))
+    return commands
+
+
+def test_every_readme_command_has_a_row():
+    commands = readme_commands(README.read_text(encoding="utf-8"))
+    assert commands, "no ```bash command found in README.md"
+    missing = [c for c in commands if c not in HOW]
+    assert not missing, f"README commands with no row in HOW (say how the test runs them): {missing}"
+    stale = [c for c in HOW if c not in commands]
+    assert not stale, f"rows in HOW for commands the README no longer shows: {stale}"
+
+
+def test_extraction_reads_blocks_comments_and_chains():
+    text = "x\n```bash\ninvoke a --b 1   # note\n# only a comment\ninvoke c ; invoke d\n```\n```json\n{}\n```\n"
+    assert readme_commands(text) == ["invoke a --b 1", "invoke c", "invoke d"]
+
+
+def _with_dry_run(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for token in argv:
+        out.append(token)
+        if token in DRY_TASKS:
+            out.append("--dry-run")
+    return out
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    if argv[0] == "invoke":
+        argv = [sys.executable, "-m", "invoke", "-r", str(ROOT), *argv[1:]]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _check(command: str, proc: subprocess.CompletedProcess) -> None:
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"`{command}` exited {proc.returncode}:\n{output[-3000:]}"
+    expected = next((v for k, v in EXPECT.items() if command.startswith(k)), None)
+    assert expected is not None, f"no EXPECT entry for `{command}`"
+    assert expected in output, f"`{command}` did not print {expected!r}:\n{output[-3000:]}"
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A user's working folder: a throw-away cluster file, reports and site files inside it."""
+    (tmp_path / "cluster.json").write_text(json.dumps(
+        {"username": "ops", "priv_key_file": str(tmp_path / "id_ed25519"), "node_dict": {"127.0.0.9": {}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INVOKE_CVS_", "CVS_REPORTS_DIR"))}
+    env["CVS_HISTORY_DB"] = str(tmp_path / "reports" / "history.sqlite")
+    return tmp_path, env
+
+
+def test_readme_commands_run(scratch):
+    """Every command outside the testbed block, in README order, in one working folder."""
+    cwd, env = scratch
+    demo = ROOT / "configs" / "testbed" / "demo_host.json"
+    local = ROOT / "cluster" / "localhost.json"
+    commands = [c for c in readme_commands(README.read_text(encoding="utf-8")) if HOW[c] in ("real", "dry")]
+    # `invoke train` and later name neither file: the run's defaults come from Invoke's config
+    # (INVOKE_CVS_*, see README). A dry run records no run for the next command to find.
+    chained = dict(env, INVOKE_CVS_CONFIG="site/8b_single.json", INVOKE_CVS_CLUSTER="cluster.json")
+    demo_runs = 0
+    for command in commands:
+        argv = shlex.split(command)
+        if command == "invoke demo":  # thresholds.calibrate below needs three passing runs
+            for _ in range(3):
+                _check(command, _run(argv, cwd, env))
+            demo_runs = 3
+            continue
+        if argv[:2] == ["invoke", "compare"]:
+            runs = sorted(p.name for p in (cwd / "reports").iterdir() if not p.is_symlink() and (p / "run.json").is_file())
+            assert len(runs) == demo_runs, runs
+            argv = ["invoke", "compare", runs[0], runs[1]]
+        argv = [str(demo) if a == "C" else str(local) if a == "K" else a for a in argv]
+        if HOW[command] == "dry":
+            argv = _with_dry_run(argv)
+        _check(command, _run(argv, cwd, chained if "--config" not in argv else env))
+        if argv[:2] == ["invoke", "config.copy"]:
+            fill(cwd / "site" / "8b_single.json", template=argv[2])  # what the README asks: replace every <changeme>
+
+
+@pytest.mark.testbed
+def test_readme_testbed_commands_run(scratch, testbed_cluster):
+    """The testbed block, from the repo root as the README runs it: up (reuses the session's
+    testbed), a dry run of the distributed config against its cluster file, and down on a state
+    folder of its own (the session's testbed stays)."""
+    cwd, env = scratch
+    commands = [c for c in readme_commands(README.read_text(encoding="utf-8")) if HOW[c] == "testbed"]
+    assert len(commands) == 3
+    for command in commands:
+        argv = [str(testbed_cluster.cluster_file) if a == "/tmp/cvs-testbed/cluster.json" else a
+                for a in shlex.split(command)]
+        if argv[:2] == ["invoke", "testbed.up"] and len(testbed_cluster.nodes) > 2:
+            argv[argv.index("--nodes") + 1] = str(len(testbed_cluster.nodes))  # a kept, larger testbed
+        if argv[:2] == ["invoke", "all"]:
+            argv = _with_dry_run(argv)
+        if argv[:2] == ["invoke", "testbed.down"]:
+            argv += ["--state-dir", str(cwd / "no-testbed-here")]
+        _check(command, _run(argv, ROOT, env, timeout=600))
