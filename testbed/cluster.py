@@ -116,6 +116,30 @@ def _client_key(state: Path) -> tuple[Path, Path]:
     return key, authorized
 
 
+def seed_node_sys(shared: Path, index: int) -> Path:
+    """The node's RDMA counters tree and kernel log (kept across `up`), under the shared folder
+    so the trainer in the node's container can make them change (`simtrainer.node_sys`)."""
+    from testbed.trainer.workspace.simtrainer import node_sys
+
+    path = shared / "node-sys" / f"node{index}"
+    node_sys.seed(path)
+    return path
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _stop_sshd(pid: int, paths: NodePaths) -> None:
+    sessions = procs.children_of(pid)
+    procs.stop(pid, str(paths.sshd_config))
+    for child in sessions:
+        procs.kill_quietly(child)
+
+
 def _write_cluster_files(info: TestbedInfo, host_keys: dict[str, str]) -> None:
     state = info.state_dir
     info.known_hosts.write_text("".join(f"{addr} {' '.join(k.split()[:2])}\n" for addr, k in host_keys.items()))
@@ -187,8 +211,14 @@ def up(nodes: int = 2, state_dir: str | Path | None = None, docker_nodes: int | 
                 _save_state(state, info)
                 node.dockerd_pid = daemons.start_dockerd(paths)
             _save_state(state, info)   # record pids as soon as they exist, so `down` can find them
-            if not (procs.alive(node.sshd_pid, str(paths.sshd_config)) and daemons.ssh_banner(node.address)):
-                node.sshd_pid = daemons.start_sshd(node.address, paths, authorized, node.docker_host)
+            node_sys = seed_node_sys(info.shared_dir, index)
+            wanted = daemons.sshd_config_text(node.address, paths, authorized, node.docker_host, node_sys)
+            running = procs.alive(node.sshd_pid, str(paths.sshd_config)) and daemons.ssh_banner(node.address)
+            if running and _read(paths.sshd_config) != wanted:  # started by an older testbed: restart
+                _stop_sshd(node.sshd_pid, paths)
+                running = False
+            if not running:
+                node.sshd_pid = daemons.start_sshd(node.address, paths, authorized, node.docker_host, node_sys)
             _save_state(state, info)
         except InfraError as exc:
             _save_state(state, info)
@@ -271,10 +301,7 @@ def down(state_dir: str | Path | None = None, log=print) -> list[str]:
         paths = _paths(state, node["index"])
         pid = node.get("sshd_pid", 0)
         if procs.alive(pid, str(paths.sshd_config)):
-            sessions = procs.children_of(pid)
-            procs.stop(pid, str(paths.sshd_config))
-            for child in sessions:
-                procs.kill_quietly(child)
+            _stop_sshd(pid, paths)
             actions.append(f"stopped sshd {pid} ({node['address']})")
         pid = node.get("dockerd_pid", 0)
         if node.get("has_docker") and procs.stop(pid, str(paths.data_root), timeout_s=30):

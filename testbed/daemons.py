@@ -6,6 +6,7 @@ directory; readiness is polled (docker `/_ping`, SSH banner) with a bound, never
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import subprocess
 import time
@@ -20,7 +21,8 @@ DOCKERD_READY_S = 60.0
 SSHD_READY_S = 20.0
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS_SOURCE = Path(__file__).resolve().parent / "trainer" / "workspace" / "bin"
-NODE_TOOLS = ("rocm-smi", "amd-smi", "ibv_devinfo")
+NODE_TOOLS = ("rocm-smi", "amd-smi", "ibv_devinfo", "dmesg")
+SYS_CLASS = "/sys/class"  # where the node's shells see its RDMA counters tree (node_sys/infiniband)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ class NodePaths:
     def exec_root(self) -> Path: return self.run / "exec"
 
 
-def sshd_config_text(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str) -> str:
+def sshd_config_text(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str,
+                     node_sys: Path | None = None) -> str:
+    sys_env = f" CVS_SIM_NODE_SYS={node_sys}" if node_sys else ""
     return "\n".join([
         "# cvs-testbed node sshd (generated)",
         f"ListenAddress {address}:22",
@@ -72,7 +76,7 @@ def sshd_config_text(address: str, paths: NodePaths, authorized_keys: Path, dock
         "MaxStartups 200:30:400",
         "MaxSessions 64",
         "LogLevel ERROR",
-        f"SetEnv DOCKER_HOST={docker_host} CVS_SIM_NODE_DIR={paths.root} PATH={paths.tools}:{SYSTEM_PATH}",
+        f"SetEnv DOCKER_HOST={docker_host} CVS_SIM_NODE_DIR={paths.root}{sys_env} PATH={paths.tools}:{SYSTEM_PATH}",
         "Subsystem sftp /usr/lib/openssh/sftp-server",
         "",
     ])
@@ -96,13 +100,27 @@ def install_node_tools(paths: NodePaths) -> None:
         link.symlink_to(TOOLS_SOURCE / tool)
 
 
-def start_sshd(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str) -> int:
+def sshd_command(paths: NodePaths, node_sys: Path | None = None) -> list[str]:
+    """sshd in the foreground; with ``node_sys``, in its own mount namespace where
+    ``/sys/class/infiniband`` is the node's counters tree (a tmpfs over ``/sys/class`` holding one
+    link), so the harness reads every node's counters at the real path. The namespace dies with
+    sshd: nothing to unmount."""
+    sshd = ["/usr/sbin/sshd", "-D", "-f", str(paths.sshd_config), "-E", str(paths.sshd_log)]
+    if node_sys is None:
+        return sshd
+    inner = (f"mount -t tmpfs -o size=64k,mode=0755 cvs-testbed-sysclass {SYS_CLASS} && "
+             f"ln -s {shlex.quote(str(node_sys / 'infiniband'))} {SYS_CLASS}/infiniband && "
+             f"exec {shlex.join(sshd)}")
+    return ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", inner]
+
+
+def start_sshd(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str,
+               node_sys: Path | None = None) -> int:
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     install_node_tools(paths)
-    paths.sshd_config.write_text(sshd_config_text(address, paths, authorized_keys, docker_host))
+    paths.sshd_config.write_text(sshd_config_text(address, paths, authorized_keys, docker_host, node_sys))
     _check(["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)], f"sshd config check for {address}")
-    pid = procs.spawn(["/usr/sbin/sshd", "-D", "-f", str(paths.sshd_config), "-E", str(paths.sshd_log)],
-                      paths.root / "sshd.stdout")
+    pid = procs.spawn(sshd_command(paths, node_sys), paths.root / "sshd.stdout")
     wait_ssh(address, pid, paths)
     return pid
 

@@ -6,7 +6,7 @@ Everything a user writes is checked here, and every problem is reported at once 
 
 from cvs_tasks.config.cluster import Cluster, HostSpec, load_cluster, parse_cluster
 from cvs_tasks.config.describe import (
-    describe_suite, distributed_warnings, effective_config, guess_suite_kind, local_file_warnings,
+    describe_suite, distributed_warnings, effective_config, guess_suite_kind, local_file_warnings, shown_config,
 )
 from cvs_tasks.config.errors import ConfigError, Problem
 from cvs_tasks.config.load import Suite, load_suite, merge_under
@@ -24,5 +24,6 @@ __all__ = [
     "ThresholdSpec", "combo_key", "config_schema", "copy_template", "describe_suite",
     "distributed_warnings", "effective_config", "find_changeme", "find_template", "guess_suite_kind",
     "load_cluster", "load_suite", "load_threshold_file", "local_file_warnings", "local_user",
-    "merge_under", "parse_cluster", "parse_combo_key", "list_templates", "redact", "template_toml",
+    "merge_under", "parse_cluster", "parse_combo_key", "list_templates", "redact", "shown_config",
+    "template_toml",
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cvs_tasks.config.cluster import Cluster
+from cvs_tasks.config.container_defaults import describe_defaults
 from cvs_tasks.config.load import Suite
 from cvs_tasks.config.redact import redact
 
@@ -53,6 +54,17 @@ def local_file_warnings(suite: Suite) -> list[str]:
 def effective_config(suite: Suite) -> dict[str, Any]:
     """The config after placeholders and defaults, secrets redacted (for the manifest and `config.show`)."""
     return redact(suite.config.model_dump(mode="json"))
+
+
+def shown_config(suite: Suite) -> dict[str, Any]:
+    """`config.show`: the effective config, plus (docker runtime) each container default with
+    its reason and whether the config already has it, overrides it, omits it or gets it added
+    (a `_` key: the output still loads as a config)."""
+    shown = effective_config(suite)
+    runtime = suite.config.container.runtime
+    if runtime.name == "docker":
+        shown["_container_defaults"] = describe_defaults(runtime.args.model_dump(mode="json"))
+    return shown
 
 
 def describe_suite(suite: Suite, cluster: Cluster | None = None, *, check_local_files: bool = True) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from cvs_tasks.config.container_defaults import DEFAULT_IDS
 from cvs_tasks.config.sweep import precision_problem_of
 from cvs_tasks.identifiers import ASCII_DECIMAL, is_ascii_positive_int
 
@@ -70,6 +71,16 @@ class RuntimeArgs(Block):
     ulimit: list[str] = Field(default_factory=list, description='e.g. "nofile=1048576:1048576".')
     shm_size: str | None = Field(None, description="docker --shm-size, e.g. 64G; unset keeps Docker's default.")
     registry: Registry | None = Field(None, description="Log in to a private registry before pulling the image.")
+    omit_defaults: list[str] = Field(default_factory=list, description="Container defaults to leave out, by id "
+                                     "(`config.show` lists them), e.g. \"devices:/dev/infiniband\".")
+
+    @field_validator("omit_defaults")
+    @classmethod
+    def _known_defaults(cls, ids: list[str]) -> list[str]:
+        unknown = [i for i in ids if i not in DEFAULT_IDS]
+        if unknown:
+            raise ValueError(f"unknown container default(s) {unknown}; known: {', '.join(DEFAULT_IDS)}")
+        return ids
 
     @field_validator("volumes")
     @classmethod

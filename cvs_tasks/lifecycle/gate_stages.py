@@ -6,6 +6,7 @@ from cvs_tasks import metrics as m
 from cvs_tasks.judge.convergence import convergence_row
 from cvs_tasks.judge.memory import explain, ungated_specs
 from cvs_tasks.judge.reference import with_reference_rows
+from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.records import step_rows
@@ -16,7 +17,8 @@ def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, St
     rec = session.run.read_record("training", combo)
     if rec is None:
         return None, StageRecord(stage=stage, combo=combo, status="SKIPPED", reason="training has not run for this combo")
-    if rec.status != "PASS" or not rec.data.get("completed"):
+    judged = rec.status == "PASS" or rec.data.get("failed_by") == FAILED_BY_HEALTH  # results stand
+    if not judged or not rec.data.get("completed"):
         # the row names the test to read (its own row and the report's callout hold the cause)
         blocker = rec.data.get("blocked_by") or rec.name
         outcome = {"FAIL": "failed", "ERROR": "errored"}.get(rec.status, "did not complete")

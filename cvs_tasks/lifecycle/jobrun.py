@@ -2,8 +2,8 @@
 
 Used by smoke, both checkpoint phases and every training combo, so the sequence is written
 once: resolve the Primus YAML, (distributed Megatron-LM) set up the Broadcom NIC library, write
-the per-node wrapper scripts (0700), launch them detached, watch, stop what is still running,
-kill leftover GPU processes.
+the per-node wrapper scripts (0700), snapshot each node's health, launch them detached, watch,
+stop what is still running, kill leftover GPU processes, snapshot health again and judge it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from cvs_tasks.jobs import cleanup, nic, primus
 from cvs_tasks.jobs.launch import build_launch, render_dry_run
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
 from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
+from cvs_tasks.lifecycle import health
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
+from cvs_tasks.remote.health import take_snapshots
 from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.verify import ConfigCheck, asked_from_job, check_effective, effective_from_arguments
@@ -33,6 +35,7 @@ class JobResult:
     setup_failure: str | None = None
     local_logs: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    health: list = field(default_factory=list)  # HealthCheck rows of the snapshots around the job
 
     @property
     def ok(self) -> bool:
@@ -71,6 +74,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         return result
     _prepare(session, launch.prepare)
     _write_scripts(session, launch)
+    before = health.before_job(session)
     step = _start(session, launch, stage, combo)
     targets = []
     for node, host in zip(launch.nodes, session.plan.hosts):
@@ -112,6 +116,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         _free_gpus(session, result)
     if result.outcome.status == "interrupted":  # the stop flag was seen before the signal's exception
         raise Interrupted("stop requested")
+    result.health = health.after_job(session, before)
     if not result.outcome.ok and not (step is not None and step.cause):
         _name_lost_nodes(session, result.outcome)
     return result
@@ -133,6 +138,9 @@ def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
     if nic.needs_broadcom_setup(job):
         session.say("# every node: Broadcom NIC library set-up and HCA check (in the container)")
         session.runtime().exec(nic.nic_setup_command(job), timeout=120)
+    session.say("# every node, just before the job starts (and again after it ends, with that node's "
+                "kernel-log mark): the health snapshot on the node's own shell")
+    take_snapshots(session.hosts())
     for line in render_dry_run(launch):
         session.say(line)
     if session.scheduled:

@@ -9,6 +9,7 @@ from cvs_tasks import metrics as m
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.judge.convergence import judge_convergence
 from cvs_tasks.judge.reference import reference_numbers
+from cvs_tasks.lifecycle.health import apply_health
 from cvs_tasks.lifecycle.jobrun import JobResult, run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
@@ -75,6 +76,7 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
             session.say(f"warning: {warning}", "warning")
     if result.notes:
         record.data["notes"] = result.notes
+    apply_health(record, result.health)
     return record
 
 
@@ -199,6 +201,8 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     record.data.update({k: v for k, v in dataclasses.asdict(verdict).items() if k not in ("ok", "reason")})
     record.data["loss_rtol"] = c.loss_rtol
     record.data.update(_io_times(saved, resumed))
+    apply_health(record, saved.health, phase="save")
+    apply_health(record, resumed.health, phase="resume")
     for phase, res in (("save", saved), ("resume", resumed)):
         for path in res.local_logs[:1]:
             if path.exists():

@@ -1,8 +1,9 @@
 """Pure Docker CLI command builders; what they return is exactly what runs on a node.
 
 The container spec is read from the suite's ``container`` block (a pydantic model or a plain
-dict). Only what is configured goes on the ``docker run`` line: no hidden defaults, no
-duplicate flags. ``NNODES`` comes from the host count; secrets never go on a line (the
+dict). The ``docker run`` line holds what is configured plus the container defaults RDMA and
+large-model training need (`cvs_tasks.config.container_defaults`: the config wins, nothing
+twice, ``omit_defaults`` leaves one out). ``NNODES`` comes from the host count; secrets never go on a line (the
 registry password is redirected from a file on the node, the HF token travels as a file).
 """
 
@@ -12,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from cvs_tasks.config.container_defaults import merge_defaults
 from cvs_tasks.errors import BadInput
 from cvs_tasks.identifiers import identifier_problem, looks_like_secret_env
 
@@ -89,6 +91,8 @@ def container_spec(container: Any) -> ContainerSpec:
     """Normalise the suite's (or cluster's merged) ``container`` block; BadInput says which key."""
     runtime = _get(container, "runtime", {})
     args = _get(runtime, "args", {})
+    if str(_get(runtime, "name", "docker")) == "docker":
+        args = merge_defaults(_plain(args))[0]
     registry = _get(args, "registry")
     reg = None
     if registry:

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from cvs_tasks.verify.record import effective_facts
 from cvs_tasks.report import svg
+from cvs_tasks.report.health import health_rows
 from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
 from cvs_tasks.run.records import StepRow
@@ -198,6 +199,7 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
         "loss": loss_view(combo, (loss or {}).get("details", {}), steps),
         "throughput_svg": throughput_svg(combo, steps),
         "error": error_view(training),
+        "health": health_rows(details),
         "nodes": [
             {**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned"))}
             for n in (training or {}).get("nodes", [])

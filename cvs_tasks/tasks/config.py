@@ -70,10 +70,11 @@ def validate(c, config, cluster=None):
     }
 )
 def show(c, config, cluster=None):
-    """Print the effective config as JSON (placeholders resolved, defaults filled, secrets redacted)."""
+    """Print the effective config as JSON (placeholders resolved, defaults filled, secrets redacted),
+    with each container default, its reason and whether it is added, in the config or omitted."""
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
-        print(json.dumps(cfg.effective_config(cfg.load_suite(config, loaded_cluster)), indent=2))
+        print(json.dumps(cfg.shown_config(cfg.load_suite(config, loaded_cluster)), indent=2))
 
 
 @task

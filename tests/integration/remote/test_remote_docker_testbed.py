@@ -29,9 +29,15 @@ def tag():
     return uuid.uuid4().hex[:8]
 
 
+# The GPU-less testbed has no GPU or RDMA device, and its dockerd cannot raise the memlock limit
+# (as in configs/testbed/*); every other container default goes on the docker run line.
+TESTBED_OMITS = ["devices:/dev/kfd", "devices:/dev/dri", "devices:/dev/infiniband", "ulimit:memlock"]
+
+
 def spec(image: str, name: str, lifetime: str = "per_run") -> dict:
     return {"name": name, "image": image, "lifetime": lifetime,
-            "runtime": {"name": "docker", "args": {"network": "host", "privileged": False}},
+            "runtime": {"name": "docker", "args": {"network": "host", "privileged": False,
+                                                   "omit_defaults": TESTBED_OMITS}},
             "env": {"CVS_PROBE": "probe value"}}
 
 

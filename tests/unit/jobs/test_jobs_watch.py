@@ -181,8 +181,13 @@ class Check:
     reason: str
 
 
-def watch_checked(nodes, check, iterations=4):
+def watch_checked(nodes: list[Node], check, iterations=4):
+    """Watch scripted nodes with a config check; returns the outcome, the dumps checked and each log."""
     clock = Clock()
+    hosts = ScriptedHosts([f"n{i}" for i in range(len(nodes))])
+    logs = [hosts.expect_read(f"/l{i}", node.script, exit_code=node.exit_code if node.exit_after is not None else None,
+                              exit_after=node.exit_after, complete=node.complete, on=f"n{i}")[0]
+            for i, node in enumerate(nodes)]
     targets = [WatchTarget(i, f"n{i}", f"/l{i}", f"/e{i}") for i in range(len(nodes))]
     seen: list = []
 
@@ -190,33 +195,36 @@ def watch_checked(nodes, check, iterations=4):
         seen.append(dict(parser.arguments))
         return check(parser.arguments)
 
-    w = Watcher(FakeHosts(nodes, clock), targets, iterations=iterations,
+    w = Watcher(hosts, targets, iterations=iterations,
                 settings=WatchSettings(poll_interval_s=1.0, stall_timeout_s=30, startup_timeout_s=60),
                 parser_factory=LogParser, listener=lambda e: None, stage="training", combo="C",
                 stop=FakeStop(clock), clock=clock, config_check=config_check)
-    return w.run(), seen, nodes
+    outcome = w.run()
+    hosts.assert_done()
+    return outcome, seen, logs
 
 
 def test_a_mismatching_dump_fails_the_job_in_the_poll_that_completes_it_not_at_the_end():
     first, rest = dump(seq_length="2048", world_size="8").split("  world_size")
-    node = FakeNode(script=[first, "  world_size" + rest, iteration(1, 100)] + [iteration(s, 100) for s in range(2, 101)])
-    outcome, seen, _ = watch_checked([node], lambda a: Check(a["seq_length"] == "4096", "seq_length 2048 != 4096"),
-                                     iterations=100)
+    node = Node(script=[first, "  world_size" + rest, iteration(1, 100)] + [iteration(s, 100) for s in range(2, 101)],
+                complete=False)  # the watch ends long before the last chunk
+    outcome, seen, [log] = watch_checked([node], lambda a: Check(a["seq_length"] == "4096", "seq_length 2048 != 4096"),
+                                         iterations=100)
     assert outcome.status == "mismatch" and not outcome.ok and not outcome.infrastructure
     assert outcome.reason == "node n0: seq_length 2048 != 4096"
-    assert node.reads == 2  # the dump's end line arrived in the second poll; no iteration was waited for
+    assert log.polls == 2  # the dump's end line arrived in the second poll; no iteration was waited for
     assert seen == [{"seq_length": "2048", "world_size": "8"}]  # checked once, with the whole dump
     assert outcome.config_check.reason == "seq_length 2048 != 4096"
 
 
 def test_a_matching_dump_is_checked_once_and_kept_on_the_outcome():
-    node = FakeNode(script=[dump(seq_length="4096"), iteration(1, 2), iteration(2, 2)], exit_after=3)
+    node = Node(script=[dump(seq_length="4096"), iteration(1, 2), iteration(2, 2)], exit_after=3)
     outcome, seen, _ = watch_checked([node], lambda a: Check(True, ""), iterations=2)
     assert outcome.ok and len(seen) == 1 and outcome.config_check.ok and outcome.warnings == []
 
 
 def test_a_log_without_a_dump_completes_with_a_warning_not_a_failure():
-    node = FakeNode(script=[iteration(1, 2), iteration(2, 2)], exit_after=2)
+    node = Node(script=[iteration(1, 2), iteration(2, 2)], exit_after=2)
     outcome, seen, _ = watch_checked([node], lambda a: Check(False, "never"), iterations=2)
     assert outcome.ok and seen == [] and outcome.config_check is None
     assert "no node's log holds an arguments dump" in outcome.warnings[0]
@@ -224,6 +232,6 @@ def test_a_log_without_a_dump_completes_with_a_warning_not_a_failure():
 
 def test_every_node_that_prints_a_dump_is_checked():
     good, bad = dump(world_size="16"), dump(world_size="8")
-    nodes = [FakeNode(script=[good]), FakeNode(script=[bad])]
+    nodes = [Node(script=[good]), Node(script=[bad])]
     outcome, seen, _ = watch_checked(nodes, lambda a: Check(a["world_size"] == "16", "world_size 8 != 16"))
     assert outcome.status == "mismatch" and outcome.reason == "node n1: world_size 8 != 16"

@@ -33,6 +33,10 @@ LATER = ["test_checkpoint", f"test_training[{BF16}]", f"test_training[{FP8}]", f
          f"test_metric[{FP8}]", f"test_loss_curve[{BF16}]", f"test_loss_curve[{FP8}]"]
 
 
+HEALTH = re.compile(r"^echo '@@cvs-health")  # the health snapshot around every job (remote/health.py)
+HEALTHY = "@@cvs-health 1\n@@uptime 100.0\n@@counters none\n@@klog dmesg\n@@klog-mark 50.0\n@@end\n"
+
+
 def iteration(step: int, total: int) -> str:
     return (f" [2026-09-24 09:43:{step % 60:02d}] iteration {step:8d}/{total:8d} | consumed samples: "
             f"{step * 16:12d} | elapsed time per iteration (ms): 1600.0 | mem usages: 0.5000 | throughput per "
@@ -71,15 +75,18 @@ def expect_launch(hosts: ScriptedHosts, session: Session) -> None:
 
 
 def expect_job(hosts: ScriptedHosts, what: str, chunks, *, exit_code: int | None = 0, stopped: bool = False,
-               complete: bool = True) -> None:
+               complete: bool = True, interrupted: bool = False) -> None:
     label = LABEL[what]
     hosts.expect(re.compile(rf"mkdir -p \S+/megatron-logs/{label} "))  # script and log folders
     hosts.expect_put(re.compile(rf"/{label}/node0\.sh$"))
+    hosts.expect(HEALTH, stdout=HEALTHY)  # the node's health before the job
     hosts.expect(re.compile(rf"^bash -lc .*setsid nohup bash \S+/{label}/node0\.sh"))
     hosts.expect_read(re.compile(rf"/{label}/out-node0/training\.log$"), chunks, exit_code=exit_code,
                       complete=complete)
     if stopped:  # a job that did not end well is stopped everywhere
         hosts.expect(re.compile(rf"^bash -lc .*kill -TERM .*{label}/node0\.pid|{label}/node0\.pid.*kill -TERM"))
+    if not interrupted:  # an interrupted job is stopped at once, its health not judged
+        hosts.expect(HEALTH, stdout=HEALTHY)  # and after it
 
 
 def expect_teardown(hosts: ScriptedHosts, session: Session) -> None:
@@ -215,7 +222,7 @@ def test_an_interrupt_during_training_is_recorded_teardown_runs_and_the_next_run
 
     expect_launch(hosts, session)
     expect_job(hosts, "smoke", [log(5)])
-    expect_job(hosts, BF16, [iteration(1, 20), ctrl_c], exit_code=None, stopped=True)
+    expect_job(hosts, BF16, [iteration(1, 20), ctrl_c], exit_code=None, stopped=True, interrupted=True)
     expect_teardown(hosts, session)
     assert run_all(session) == 130
     hosts.assert_done()

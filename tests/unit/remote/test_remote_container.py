@@ -16,8 +16,11 @@ RM = "docker rm -f cvs-c"
 GONE = "Error response from daemon: No such container: cvs-c"
 HAS_IMAGE = f"docker image inspect --format '{{{{.Id}}}}' {IMAGE}"
 NO_IMAGE = f"Error: No such image: {IMAGE}"
+DEFAULT_FLAGS = ("--ipc host --privileged --device /dev/kfd --device /dev/dri --device /dev/infiniband "
+                 "--cap-add IPC_LOCK --cap-add SYS_PTRACE --security-opt seccomp=unconfined --group-add video "
+                 "--ulimit memlock=-1")  # the container defaults (config/container_defaults.py)
 RUN = ("docker run -d --name cvs-c --label cvs.run_id=run1 --label cvs.owner=alice "
-       "--label cvs.name=cvs-c --network host -e NNODES=2 rocm/megatron-lm:v25.9 sleep infinity")
+       f"--label cvs.name=cvs-c --network host {DEFAULT_FLAGS} -e NNODES=2 rocm/megatron-lm:v25.9 sleep infinity")
 STATE = "docker container inspect --format '{{.State.Status}}' cvs-c"
 PULL = f"docker pull {IMAGE}"
 

@@ -38,11 +38,38 @@ def test_run_command_has_each_flag_once_labels_env_and_nnodes_from_the_host_coun
         "rocm/megatron-lm:v25.9 sleep infinity")
 
 
-def test_run_command_adds_nothing_that_is_not_configured():
+def test_a_bare_config_gets_every_container_default_once():
     bare = dc.container_spec({"name": "c", "image": "img", "runtime": {"name": "docker"}})
     assert dc.run_command(bare, run_id="r", owner="o", nnodes=1) == (
         "docker run -d --name c --label cvs.run_id=r --label cvs.owner=o --label cvs.name=c "
+        "--network host --ipc host --privileged --device /dev/kfd --device /dev/dri --device /dev/infiniband "
+        "--cap-add IPC_LOCK --cap-add SYS_PTRACE --security-opt seccomp=unconfined --group-add video "
+        "--ulimit memlock=-1 -e NNODES=1 img sleep infinity")
+
+
+def test_the_config_wins_over_each_default_and_nothing_appears_twice():
+    args = {"network": "none", "ipc": "private", "privileged": False, "ulimit": {"memlock": 1024},
+            "devices": ["/dev/kfd:/dev/kfd", "/dev/infiniband/rdma_cm"], "volumes": ["/dev/dri:/dev/dri"],
+            "cap_add": ["cap_ipc_lock"], "security_opt": ["seccomp:/etc/docker/rocm.json"],
+            "group_add": ["44"], "omit_defaults": ["cap_add:SYS_PTRACE"]}
+    built = dc.container_spec({"name": "c", "image": "img", "runtime": {"name": "docker", "args": args}})
+    assert dc.run_command(built, run_id="r", owner="o", nnodes=1) == (
+        "docker run -d --name c --label cvs.run_id=r --label cvs.owner=o --label cvs.name=c "
+        "--network none --ipc private --shm-size 64g --device /dev/kfd:/dev/kfd --device /dev/infiniband/rdma_cm "
+        "-v /dev/dri:/dev/dri --cap-add cap_ipc_lock --security-opt seccomp:/etc/docker/rocm.json "
+        "--group-add 44 --group-add video --ulimit memlock=1024 -e NNODES=1 img sleep infinity")
+
+
+def test_every_default_can_be_left_out_and_other_runtimes_get_none():
+    from cvs_tasks.config.container_defaults import DEFAULT_IDS
+
+    none = dc.container_spec({"name": "c", "image": "img", "runtime": {
+        "name": "docker", "args": {"omit_defaults": list(DEFAULT_IDS)}}})
+    assert dc.run_command(none, run_id="r", owner="o", nnodes=1) == (
+        "docker run -d --name c --label cvs.run_id=r --label cvs.owner=o --label cvs.name=c "
         "-e NNODES=1 img sleep infinity")
+    pyxis = dc.container_spec({"name": "c", "image": "img", "runtime": {"name": "pyxis"}})
+    assert pyxis.args.devices == () and pyxis.args.ulimit == ()
 
 
 def test_a_pydantic_container_block_is_read_like_a_dict():

@@ -28,5 +28,7 @@ def test_a_docker_launch_walks_through_in_a_dry_run():
     assert [line.split(": ", 1)[1] for line in said if line.startswith("[dry-run] n0")] == [
         "docker rm -f c", "docker image inspect --format '{{.Id}}' img",
         "docker run -d --name c --label cvs.run_id=r --label cvs.owner=o --label cvs.name=c "
-        "-e NNODES=2 img sleep infinity",
+        "--network host --ipc host --privileged --device /dev/kfd --device /dev/dri --device /dev/infiniband "
+        "--cap-add IPC_LOCK --cap-add SYS_PTRACE --security-opt seccomp=unconfined --group-add video "
+        "--ulimit memlock=-1 -e NNODES=2 img sleep infinity",
         "docker container inspect --format '{{.State.Status}}' c"]

@@ -190,3 +190,21 @@ def test_results_drive_the_metrics_page(fixture_run):
     assert '<td class="text-FAIL"' in html and "395.11" in html
     assert "Training Metric Results (distributed)" in html
     assert parse(html).problems == []
+
+
+def test_health_rows_render_per_combo_and_a_kernel_line_is_text(fixture_run):
+    from cvs_tasks.health import HealthCheck
+
+    run = fixture_run("passing_distributed")
+    line = "[ 8123.456789] amdgpu 0000:c1:00.0: amdgpu: GPU reset begin! <b>"
+    checks = [HealthCheck("rdma_error_counters", "PASS", "no RDMA error counter grew (4 port(s) on 2 node(s))"),
+              HealthCheck("kernel_log", "FAIL", f"1 amdgpu fault line(s): node 10.0.0.2: GPU reset: {line}",
+                          [{"status": "FAIL", "node": "10.0.0.2", "kind": "gpu_reset", "what": "GPU reset",
+                            "line": line}], [], 1)]
+    edit_record(run, "training[MBS_4_GBS_128_PRECISION_FP8].json",
+                lambda d: d["data"].update(health={"checks": [c.to_dict() for c in checks]}))
+    html = rendered(run)
+    assert parse(html).problems == []
+    assert html.count("<h3>Health checks</h3>") == 1
+    assert "no RDMA error counter grew (4 port(s) on 2 node(s))" in html
+    assert "GPU reset begin! &lt;b&gt;" in html and "GPU reset begin! <b>" not in html

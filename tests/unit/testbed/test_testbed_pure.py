@@ -61,3 +61,19 @@ def test_image_tag_changes_only_when_the_trainer_changes(tmp_path):
     assert image.trainer_hash(copy) == before
     (copy / "simtrainer" / "schedule.py").write_text("# changed\n")
     assert image.trainer_hash(copy) != before
+
+
+def test_a_node_sshd_shows_its_own_counters_tree_at_the_real_sysfs_path(tmp_path):
+    from testbed.daemons import NodePaths, sshd_command, sshd_config_text
+
+    paths = NodePaths(tmp_path / "node1", tmp_path / "run")
+    plain = sshd_command(paths)
+    assert plain[0] == "/usr/sbin/sshd" and "-D" in plain
+    wrapped = sshd_command(paths, tmp_path / "node-sys" / "node1")
+    assert wrapped[:4] == ["unshare", "--mount", "--propagation", "private"]
+    script = wrapped[-1]
+    assert "mount -t tmpfs" in script and " /sys/class && " in script
+    assert f"ln -s {tmp_path}/node-sys/node1/infiniband /sys/class/infiniband" in script
+    assert script.endswith(" ".join(plain))
+    config = sshd_config_text("127.0.0.3", paths, tmp_path / "keys", "unix:///x.sock", tmp_path / "ns1")
+    assert f"CVS_SIM_NODE_SYS={tmp_path}/ns1" in config

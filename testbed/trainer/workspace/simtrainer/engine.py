@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import checkpoint as ckpt
 from . import faults as ft
+from . import node_sys as ns
 from . import megatron_text as mt
 from . import primus_text as pt
 from . import schedule as sch
@@ -124,6 +125,10 @@ class Engine:
         own_slow = plan.slowdown(s.node_rank)
         nan_from = plan.nan_loss_from(s.node_rank, s.nnodes)
         window: list[tuple[float, float, float]] = []
+        traffic = ns.folder()  # a real job moves data: the data counters grow, the error ones do not
+        for device in ns.DEVICES:
+            for name in ("port_xmit_data", "port_rcv_data"):
+                ns.bump(traffic, device, "1", "counters", name, 1 << 20)
         last = min(s.train_iters, s.exit_interval) if s.exit_interval else s.train_iters
         for position, step in enumerate(range(start, last + 1), start=1):
             fault = plan.at(step, s.node_rank, s.nnodes)
@@ -217,6 +222,10 @@ class Engine:
         if fault.name == "nccl_timeout":
             self._sleep(s.nccl_timeout_s)
             self._collective_timeout(step, s.nccl_timeout_s)
+        if fault.name == "link_errors":
+            ns.bump(ns.folder(), *ns.LINK_ERROR, ft.LINK_ERRORS_GROWTH)
+        if fault.name == "gpu_reset":
+            ns.kernel_lines(ns.folder(), ft.gpu_reset_kernel_text())
 
 
 def _assertion(message: str) -> list[str]:

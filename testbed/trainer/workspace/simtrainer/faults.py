@@ -1,14 +1,17 @@
 """`SIM_FAULT` parsing and the real error texts each fault prints (log_formats.md §3).
 
 Spec: comma list of `name@step[:rank]` (rank = node rank, default the last node) and
-`slow_node=<rank>:<factor>`. Names: nccl_timeout, oom, gpu_fault, nan, nan_loss, hang, crash.
+`slow_node=<rank>:<factor>`. Names: nccl_timeout, oom, gpu_fault, nan, nan_loss, hang, crash, and
+two that the job survives and only the node's health shows: link_errors (an RDMA link-error
+counter grows) and gpu_reset (amdgpu ring-timeout and GPU-reset lines in the kernel log).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-FAULT_NAMES = ("nccl_timeout", "oom", "gpu_fault", "nan", "nan_loss", "hang", "crash")
+FAULT_NAMES = ("nccl_timeout", "oom", "gpu_fault", "nan", "nan_loss", "hang", "crash", "link_errors", "gpu_reset")
+LINK_ERRORS_GROWTH = 3
 EXIT_TORCHRUN_CHILD_FAILED = 1
 EXIT_SEGFAULT = 139
 
@@ -192,3 +195,10 @@ def port_in_use_text(port: int) -> list[str]:
             f"port: {port}, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
             f"torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
             f"address. port: {port}, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"]
+
+
+def gpu_reset_kernel_text(pci: str = "0000:c1:00.0") -> list[str]:
+    """What amdgpu prints when a compute ring hangs and the driver resets the GPU."""
+    return ["[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring comp_1.0.0 timeout, signaled seq=3751, emitted seq=3753",
+            f"amdgpu {pci}: amdgpu: GPU reset begin!",
+            f"amdgpu {pci}: amdgpu: GPU reset(2) succeeded!"]
