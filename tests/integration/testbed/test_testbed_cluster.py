@@ -88,7 +88,7 @@ def test_two_node_job_in_host_network_containers(testbed_cluster):
         for rank, client in enumerate(clients):
             env = {"NNODES": "2", "NODE_RANK": str(rank), "MASTER_ADDR": master, "MASTER_PORT": str(port),
                    "SIM_STEP_MS": "1000", "SIM_TIME_SCALE": "0.05", "SIM_STARTUP_S": "0.2", "TOTAL_ITERS": "10",
-                   "BS": "16", "MBS": "2"}
+                   "BS": "32", "MBS": "2"}  # GBS % (MBS x DP 16): the stand-in asserts it as Megatron does
             flags = " ".join(f"-e {k}={shlex.quote(v)}" for k, v in env.items())
             inner = (f"cd /workspace/Megatron-LM && bash examples/llama/train_llama3.sh "
                      f"> {logs}/node{rank}.log 2>&1")
