@@ -89,13 +89,15 @@ def test_all_passes_on_a_slurm_allocation_with_docker(config, slurm_testbed, rep
         assert res.record("checkpoint")["status"] == "PASS"
 
 
-def test_all_passes_on_a_slurm_allocation_without_a_container(slurm_testbed, reports, tmp_path):
+@pytest.mark.parametrize("config", ["sim_megatron_distributed.json", "sim_primus_distributed.json"])
+def test_all_passes_on_a_slurm_allocation_without_a_container(config, slurm_testbed, reports, tmp_path):
     def on_the_node(cfg):
         cfg["container"]["runtime"] = {"name": "host", "args": {}}
         cfg["train_params"]["megatron_root"] = "{cvs-root}/testbed/trainer/workspace/Megatron-LM"
+        cfg["train_params"]["primus_root"] = "{cvs-root}/testbed/trainer/workspace/Primus"
         cfg["train_params"]["nic_type"] = "ainic"  # no Broadcom library to copy on this machine
 
-    cfg = edited_config(CONFIGS / "sim_megatron_distributed.json", tmp_path, on_the_node)
+    cfg = edited_config(CONFIGS / config, tmp_path, on_the_node)
     cluster = slurm_cluster(tmp_path, slurm_testbed, container="none")
     res = run_invoke("all", "--config", str(cfg), "--cluster", str(cluster), reports=reports)
     passed_everywhere(res, cfg)
