@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from invoke.exceptions import Exit
@@ -36,6 +38,15 @@ def seconds_flag(flag: str, value: object, default: float) -> float:
 
 # Invoke configuration the tasks read (`cvs:` in invoke.yaml / ~/.invoke.yaml, or INVOKE_CVS_*).
 INVOKE_DEFAULTS = {"cvs": {"config": None, "cluster": None, "reports_dir": None}}
+
+
+REPORTS_DIR_HELP = ("Folder holding run directories (default: cvs.reports_dir / INVOKE_CVS_REPORTS_DIR, "
+                    "$CVS_REPORTS_DIR, else reports)")
+
+
+def reports_root(c, reports_dir: str | None) -> Path:
+    """--reports-dir, else cvs.reports_dir (invoke.yaml / INVOKE_CVS_REPORTS_DIR), $CVS_REPORTS_DIR, reports."""
+    return Path(configured(c, "reports_dir", reports_dir) or os.environ.get("CVS_REPORTS_DIR") or "reports")
 
 
 def configured(c, name: str, value: object) -> object:

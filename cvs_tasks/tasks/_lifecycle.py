@@ -10,7 +10,7 @@ from cvs_tasks.lifecycle.flow import RunRequest, container_ready, interrupt_guar
 from cvs_tasks.lifecycle.runner import Interrupted, exit_status, is_done
 from cvs_tasks.run.stages import Stage
 from cvs_tasks.run.stages import stage as stage_row
-from cvs_tasks.tasks._common import configured, user_errors
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
 
 HELP = {
     "config": "Suite config JSON (default: cvs.config in invoke.yaml / INVOKE_CVS_CONFIG, else the latest run's)",
@@ -20,7 +20,7 @@ HELP = {
     "combo": "Sweep cell, e.g. MBS=4,GBS=128,PRECISION=FP8 (repeatable; default: all of sweep.runs)",
     "force": "Redo the stage even if this run already recorded it",
     "dry_run": "Print every command that would run on each node instead of running it",
-    "reports_dir": "Folder holding run directories (default: cvs.reports_dir / INVOKE_CVS_REPORTS_DIR, $CVS_REPORTS_DIR, else reports)",
+    "reports_dir": REPORTS_DIR_HELP,
 }
 
 

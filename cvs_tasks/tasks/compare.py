@@ -5,8 +5,8 @@ from __future__ import annotations
 from invoke import task
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.tasks._common import user_errors
-from cvs_tasks.tasks.history import COMMON, reports_root
+from cvs_tasks.tasks._common import reports_root, user_errors
+from cvs_tasks.tasks.history import COMMON
 
 
 @task(positional=["run_a", "run_b"], auto_shortflags=False, help={**COMMON, "run_a": "The earlier run (id, unique id prefix, or run directory)",
@@ -18,4 +18,4 @@ def compare(c, run_a=None, run_b=None, json=False, reports_dir=None, history=Non
     with user_errors():
         if not run_a or not run_b:
             raise BadInput("compare needs two runs: invoke compare RUN_A RUN_B (see `invoke history`)")
-        show_compare(reports_root(reports_dir, c), history, run_a, run_b, as_json=bool(json))
+        show_compare(reports_root(c, reports_dir), history, run_a, run_b, as_json=bool(json))

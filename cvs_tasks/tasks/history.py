@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from invoke import Collection, task
 
-from cvs_tasks.tasks._common import configured, user_errors
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, user_errors
 
-DEFAULT_REPORTS = "reports"
 COMMON = {
-    "reports_dir": "Folder holding run directories (default: reports, or $CVS_REPORTS_DIR)",
+    "reports_dir": REPORTS_DIR_HELP,
     "history": "History database (default: <reports>/history.sqlite, or $CVS_HISTORY_DB)",
 }
-
-
-def reports_root(reports_dir: str | None, c=None) -> Path:
-    """--reports-dir, else cvs.reports_dir (invoke.yaml / INVOKE_CVS_REPORTS_DIR), $CVS_REPORTS_DIR, reports."""
-    return Path(configured(c, "reports_dir", reports_dir) or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
 
 
 @task(default=True, auto_shortflags=False, help={
@@ -37,7 +28,7 @@ def show(c, config=None, cluster=None, combo=None, verdict=None, limit=20, json=
     from cvs_tasks.history.queries import RunFilter
 
     with user_errors():
-        show_history(reports_root(reports_dir, c), history,
+        show_history(reports_root(c, reports_dir), history,
                      RunFilter(config=config, cluster=cluster, combo=combo, verdict=verdict, limit=int(limit)),
                      as_json=bool(json))
 
@@ -48,7 +39,7 @@ def rebuild(c, reports_dir=None, history=None):
     from cvs_tasks.history.commands import rebuild_history
 
     with user_errors():
-        count, problems, path = rebuild_history(reports_root(reports_dir, c), history)
+        count, problems, path = rebuild_history(reports_root(c, reports_dir), history)
         for p in problems:
             print(f"warning: {p}")
         print(f"{count} run(s) recorded in {path}")

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 from invoke import Collection, task
 
 from cvs_tasks.errors import GateFailed
-from cvs_tasks.tasks._common import configured, user_errors
-
-DEFAULT_REPORTS = "reports"
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, user_errors
 
 
 @task(
     default=True,
     help={
         "run": "Run id or run directory path (default: the latest run)",
-        "reports_dir": "Folder holding run directories (default: reports, or $CVS_REPORTS_DIR)",
+        "reports_dir": REPORTS_DIR_HELP,
     },
 )
 def render(c, run=None, reports_dir=None):
@@ -27,8 +23,7 @@ def render(c, run=None, reports_dir=None):
     from cvs_tasks.run.rundir import RunDir
 
     with user_errors():
-        root = Path(configured(c, "reports_dir", reports_dir) or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
-        run_dir = RunDir.resolve(root, run)
+        run_dir = RunDir.resolve(reports_root(c, reports_dir), run)
         paths = render_all(run_dir)
         results = json.loads(paths["results"].read_text(encoding="utf-8"))
         for label, path in paths.items():

@@ -5,8 +5,8 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.tasks._common import configured, user_errors
-from cvs_tasks.tasks.history import COMMON, reports_root
+from cvs_tasks.tasks._common import configured, reports_root, user_errors
+from cvs_tasks.tasks.history import COMMON
 
 
 @task(auto_shortflags=False, help={
@@ -27,7 +27,7 @@ def calibrate(c, config=None, cluster=None, output=None, runs=5, min_runs=3, mar
         config, cluster = configured(c, "config", config), configured(c, "cluster", cluster)
         if not config or not cluster or not output:
             raise BadInput("thresholds.calibrate needs --config, --cluster and --output")
-        path, data = calibrate_thresholds(reports_root(reports_dir, c), history, config=config, cluster=cluster,
+        path, data = calibrate_thresholds(reports_root(c, reports_dir), history, config=config, cluster=cluster,
                                           output=output, runs=int(runs), margin_pct=float(margin_pct),
                                           min_runs=int(min_runs))
         cal = data["_calibration"]
