@@ -1,7 +1,7 @@
 """One testbed node = an sshd on 127.0.0.N:22 and (usually) its own dockerd.
 
 Each daemon gets its own config, keys, socket, data root and pidfile under the node's state
-directory; readiness is polled (docker `/_ping`, SSH banner) with a bound, never slept for.
+directory; readiness is polled (docker `/_ping` through the SDK, SSH banner) with a bound, never slept for.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cvs_tasks.errors import InfraError
 
-from . import procs
+from . import docker_api, procs
 
 DOCKERD_READY_S = 60.0
 SSHD_READY_S = 20.0
@@ -140,14 +140,7 @@ def start_dockerd(paths: NodePaths) -> int:
 
 
 def docker_ping(sock_path: Path, timeout: float = 2.0) -> bool:
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(str(sock_path))
-            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            return b" 200 " in sock.recv(256)
-    except OSError:
-        return False
+    return docker_api.ping(docker_api.socket_url(sock_path), timeout)
 
 
 def ssh_banner(address: str, timeout: float = 2.0) -> bool:
@@ -184,12 +177,8 @@ def wait_ssh(address: str, pid: int, paths: NodePaths) -> None:
 
 
 def remove_containers(docker_host: str) -> list[str]:
-    """Force-remove every container of one testbed daemon; returns their ids."""
-    listed = subprocess.run(["docker", "-H", docker_host, "ps", "-aq"], capture_output=True, text=True, timeout=60)
-    ids = listed.stdout.split() if listed.returncode == 0 else []
-    if ids:
-        subprocess.run(["docker", "-H", docker_host, "rm", "-f", *ids], capture_output=True, text=True, timeout=120)
-    return ids
+    """Force-remove every container of one testbed daemon; returns their names."""
+    return docker_api.remove_all(docker_host)
 
 
 def _check(cmd: list[str], what: str) -> None:

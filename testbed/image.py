@@ -23,11 +23,14 @@ from pathlib import Path
 
 from cvs_tasks.errors import BadInput, InfraError
 
+from . import docker_api
+
 IMAGE_REPO = "cvs-testbed/sim"
 LATEST_TAG = f"{IMAGE_REPO}:latest"
 # The harness picks Primus when the image name contains "primus"; the same image under this tag
 # is how the Primus testbed configs say so.
 PRIMUS_TAG = f"{IMAGE_REPO}:primus-latest"
+IMAGE_CHANGES = ["WORKDIR /workspace", 'CMD ["sleep", "infinity"]']
 TRAINER_ROOT = Path(__file__).resolve().parent / "trainer" / "workspace"
 LAYOUT_VERSION = "1+ibv"  # bump when the way files are placed in the image changes
 DEBOOTSTRAP_TIMEOUT_S = 1200
@@ -190,9 +193,7 @@ def _image_tar(base: Path) -> Path:
 
 
 def has_image(docker_host: str, name: str) -> bool:
-    done = subprocess.run(["docker", "-H", docker_host, "image", "inspect", name],
-                          capture_output=True, text=True, timeout=60)
-    return done.returncode == 0
+    return docker_api.has_image(docker_host, name)
 
 
 def ensure_image(docker_host: str, log=print) -> str:
@@ -204,14 +205,10 @@ def ensure_image(docker_host: str, log=print) -> str:
     if not has_image(docker_host, name):
         tar_path = image_tar(log)
         started = time.monotonic()
-        _run(["docker", "-H", docker_host, "import",
-              "--change", "WORKDIR /workspace",
-              "--change", 'CMD ["sleep", "infinity"]',
-              "--message", "cvs-testbed simulated trainer (test double of a ROCm training image)",
-              str(tar_path), name], IMPORT_TIMEOUT_S, f"docker import into {docker_host}")
+        docker_api.import_image(docker_host, tar_path, name, IMAGE_CHANGES, IMPORT_TIMEOUT_S)
         log(f"testbed image: imported {name} into {docker_host} ({time.monotonic() - started:.1f} s)")
     for tag in (LATEST_TAG, PRIMUS_TAG):
-        _run(["docker", "-H", docker_host, "tag", name, tag], 60, f"docker tag on {docker_host}")
+        docker_api.tag(docker_host, name, tag)
     return name
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import docker_api
 from tests.e2e.conftest import REPO, edited_config, impossible_gate, run_invoke
 
 pytestmark = [pytest.mark.testbed, pytest.mark.e2e]
@@ -18,9 +19,7 @@ CONFIGS = REPO / "configs" / "testbed"
 
 
 def containers_on(node) -> list[str]:
-    out = subprocess.run(["docker", "-H", node.docker_host, "ps", "-a", "--format", "{{.Names}}"],
-                         capture_output=True, text=True, timeout=60, check=True)
-    return [n for n in out.stdout.split() if n]
+    return docker_api.container_names(node.docker_host)
 
 
 def trainer_processes() -> list[str]:

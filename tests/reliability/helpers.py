@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import docker_api
 from tests.e2e.conftest import REPO, InvokeResult, edited_config
 
 CONFIGS = REPO / "configs" / "testbed"
@@ -212,16 +213,9 @@ def assert_run_dir_readable(run: Path, *, rendered: bool = True) -> dict:
 
 def containers_of(testbed, *, run_id: str | None = None, name: str | None = None) -> list[str]:
     """Containers of this run (by label) or with this name, on every testbed daemon."""
-    found = []
-    for node in testbed.nodes:
-        args = ["docker", "-H", node.docker_host, "ps", "-a", "--format", "{{.Names}}"]
-        if run_id:
-            args += ["--filter", f"label=cvs.run_id={run_id}"]
-        if name:
-            args += ["--filter", f"name=^{name}$"]
-        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        found += [f"{node.address}:{n}" for n in out.stdout.split() if n]
-    return found
+    label = f"cvs.run_id={run_id}" if run_id else None
+    return [f"{node.address}:{found}" for node in testbed.nodes
+            for found in docker_api.container_names(node.docker_host, label=label, name=name)]
 
 
 def marked_processes(marker: str, path_hint: str) -> list[str]:

@@ -7,12 +7,12 @@ The first combo is short and completes; the second is long and is where the faul
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 
 import pytest
 
 from cvs_tasks.run import combo_dir
+from testbed import docker_api
 from tests.reliability.helpers import (RunningInvoke, assert_nothing_left, assert_run_dir_readable, invoke,
                                        kept_first_combo, marked_processes, no_traceback, note_detection, read_json,
                                        scenario_for, spy, containers_of)
@@ -42,8 +42,7 @@ def test_a_nodes_container_killed_mid_run_fails_the_combo_and_nobody_hangs(testb
     with RunningInvoke("all", *sc.flags(), reports=reports) as run:
         mid_second_combo(sc).wait_seen(120)
         killed_at = time.time()
-        subprocess.run(["docker", "-H", victim.docker_host, "kill", sc.container], check=True, capture_output=True,
-                       timeout=60)
+        docker_api.kill(victim.docker_host, sc.container)
         res = run.wait(180)
     no_traceback(res)
     assert res.code in (1, 3), res.out + res.err

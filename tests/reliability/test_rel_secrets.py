@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import docker_api
 from tests.reliability.helpers import assert_nothing_left, invoke, no_traceback, scenario_for
 
 pytestmark = [pytest.mark.testbed]
@@ -34,10 +35,9 @@ class Sampler(threading.Thread):
             ps = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True, timeout=30)
             self.seen.append(ps.stdout)
             for node in self.testbed.nodes:
-                out = subprocess.run(["docker", "-H", node.docker_host, "inspect", self.container],
-                                     capture_output=True, text=True, timeout=30)
-                if out.returncode == 0:
-                    self.seen.append(out.stdout)
+                attrs = docker_api.container_attrs(node.docker_host, self.container)
+                if attrs is not None:
+                    self.seen.append(json.dumps(attrs))
             for token in self.scripts_dir.glob("*/hf_token"):
                 try:
                     self.token_files.add(token.read_text())
