@@ -29,6 +29,8 @@ from cvs_tasks.jobs.nic import (
     nic_type_for,
 )
 from cvs_tasks.jobs.primus import (
+    checkpoint_root,
+    experiment_header,
     missing_yaml_error,
     missing_yaml_message,
     pick_existing_yaml,
@@ -71,6 +73,8 @@ __all__ = [
     "nic_type_for",
     "parse_latest_checkpoint",
     "parse_showpids",
+    "checkpoint_root",
+    "experiment_header",
     "pick_existing_yaml",
     "precision_env",
     "primus_yaml_candidates",

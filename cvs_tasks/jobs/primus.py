@@ -7,6 +7,8 @@ each worker line once.
 
 from __future__ import annotations
 
+import re
+
 from cvs_tasks.jobs import layout
 from cvs_tasks.jobs.shell import (
     comment,
@@ -25,6 +27,10 @@ ATOMIC_FP32_GPUS = ("MI300X", "MI325X")
 ATOMIC_FP32_EXPORTS = ("PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32", "NVTE_CK_IS_V3_ATOMIC_FP32")
 YAML_FALLBACK = {"MI325X": "MI300X"}
 CHECKPOINTS_SUBDIR = "checkpoints"
+# The experiment YAML's header: Primus saves under <workspace>/<work_group>/<user_name>/<exp_name>.
+EXPERIMENT_KEYS = ("workspace", "work_group", "user_name", "exp_name")
+EMPTY = '""'
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
 
 
 def primus_yaml_candidates(job: JobSpec) -> list[str]:
@@ -56,11 +62,15 @@ def precision_override(job: JobSpec, yaml_path: str) -> str:
 
 
 def yaml_check_command(candidates: list[str], primus_root: str) -> str:
-    """Prints ``EXISTS <path>`` or ``MISSING <path>`` per candidate, in order (one round trip)."""
+    """Prints ``EXISTS <path>`` or ``MISSING <path>`` per candidate, in order, then the experiment
+    header (``HEADER workspace: …`` etc.) of the first that exists: one round trip."""
     words = " ".join(q(c) for c in candidates)
+    keys = "|".join(EXPERIMENT_KEYS)
     return (
-        f"cd {q(primus_root)} && for f in {words}; do "
-        f'if [ -f "$f" ]; then echo "EXISTS $f"; else echo "MISSING $f"; fi; done'
+        f"cd {q(primus_root)} && found= && for f in {words}; do "
+        f'if [ -f "$f" ]; then echo "EXISTS $f"; [ -n "$found" ] || found=$f; '
+        f'else echo "MISSING $f"; fi; done; '
+        f"[ -z \"$found\" ] || grep -E '^({keys}):' -- \"$found\" | sed 's/^/HEADER /'; true"
     )
 
 
@@ -71,6 +81,67 @@ def pick_existing_yaml(output: str) -> str | None:
         if word == "EXISTS" and path:
             return path
     return None
+
+
+def experiment_header(output: str) -> dict[str, str]:
+    """The ``workspace``/``work_group``/``user_name``/``exp_name`` values ``yaml_check_command``
+    printed, unquoted and without trailing comments (placeholders left as written)."""
+    header: dict[str, str] = {}
+    for line in output.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        key, colon, value = rest.partition(":")
+        if word == "HEADER" and colon and key in EXPERIMENT_KEYS:
+            header[key] = value.split(" #", 1)[0].strip().strip("\"'")
+    return header
+
+
+def checkpoint_root(workspace: str, header: dict[str, str], env: dict[str, str]) -> str | JobSetupError:
+    """The folder Primus saves ``checkpoints/`` under: ``<workspace>/<work_group>/<user_name>/<exp_name>``
+    as its YAML resolves them (``${VAR:default}`` from the environment, empty parts dropped).
+
+    The wrapper exports ``PRIMUS_WORKSPACE`` and empties team, user and experiment, so a YAML that
+    reads them gives ``<workspace>``; one that pins a value keeps it (the 405B YAML pins
+    ``exp_name: exp-llama3_405B-pretrain``). A pinned ``workspace`` would save outside the checkpoint
+    directory: refused."""
+    exported = {**env, **workspace_exports(workspace)}
+    written = {"workspace": "${PRIMUS_WORKSPACE}", **header}  # no workspace line: taken as the export
+    parts = {}
+    for key in EXPERIMENT_KEYS:
+        value = _resolve_placeholders(written.get(key, ""), exported)
+        if value is None:
+            return JobSetupError(f"the Primus experiment YAML's {key}: {header.get(key)!r} needs an environment "
+                                 "variable the job does not set; set it in container.env",
+                                 field="container.env")
+        parts[key] = value
+    if parts["workspace"].rstrip("/") != workspace.rstrip("/"):
+        return JobSetupError(f"the Primus experiment YAML pins workspace: {header.get('workspace')!r}, so its "
+                             f"checkpoints would land in {parts['workspace']!r}, not in {workspace!r}; use a YAML "
+                             "whose workspace reads ${PRIMUS_WORKSPACE:...}", field="checkpoint.checkpoint_dir")
+    inner = [parts[k].strip("/") for k in ("work_group", "user_name", "exp_name") if parts[k].strip("/")]
+    return "/".join([workspace.rstrip("/"), *inner])
+
+
+def workspace_exports(workspace: str) -> dict[str, str]:
+    """What a checkpoint phase's wrapper exports so Primus saves straight under ``workspace``."""
+    return {"PRIMUS_WORKSPACE": workspace, "PRIMUS_TEAM": "", "PRIMUS_USER": "", "PRIMUS_EXP_NAME": ""}
+
+
+def _resolve_placeholders(value: str, env: dict[str, str]) -> str | None:
+    """Primus's ``${VAR:default}`` (an empty but set VAR stays empty) and ``${VAR}`` (must be set)."""
+    missing = False
+
+    def one(match: re.Match) -> str:
+        nonlocal missing
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is None:
+            missing = True
+            return ""
+        return default
+
+    resolved = _PLACEHOLDER.sub(one, value)
+    return None if missing else resolved
 
 
 def missing_yaml_message(candidates: list[str], primus_root: str) -> str:
@@ -88,9 +159,10 @@ def missing_yaml_error(candidates: list[str], primus_root: str) -> JobSetupError
                          field="train_params.model_name")
 
 
-def resume_load_dir(checkpoint_dir: str) -> str:
-    """What the resume phase passes as ``--load``: where Primus saved (``<ckpt>/checkpoints``)."""
-    return f"{checkpoint_dir.rstrip('/')}/{CHECKPOINTS_SUBDIR}"
+def resume_load_dir(root: str) -> str:
+    """What the resume phase passes as ``--load``: where Primus saved, ``<root>/checkpoints`` with
+    ``root`` from ``checkpoint_root`` (the checkpoint directory itself unless the YAML pins a part)."""
+    return f"{root.rstrip('/')}/{CHECKPOINTS_SUBDIR}"
 
 
 def checkpoint_workspace(job: JobSpec) -> str | None:
@@ -146,12 +218,7 @@ def wrapper_script(job: JobSpec, rank: int, yaml_path: str, warnings: list[str])
         lines += [f"export {name}=1" for name in ATOMIC_FP32_EXPORTS]
     workspace = checkpoint_workspace(job)
     if workspace:
-        lines += [
-            f"export PRIMUS_WORKSPACE={q(workspace)}",
-            'export PRIMUS_TEAM=""',
-            'export PRIMUS_USER=""',
-            'export PRIMUS_EXP_NAME=""',
-        ]
+        lines += [f"export {name}={q(value) if value else EMPTY}" for name, value in workspace_exports(workspace).items()]
     if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
         env_lines, env_warnings = env_export_lines(job.env)
         lines += env_lines

@@ -57,7 +57,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     result = JobResult(job=job)
     runtime = session.runtime()
     try:
-        yaml = _primus_yaml(session, job) if job.backend == "primus" else None
+        yaml = primus_experiment(session, job)[0] if job.backend == "primus" else None
         launch = build_launch(job, primus_yaml=yaml)
     except JobSetupError as exc:
         result.setup_failure = str(exc)
@@ -189,18 +189,25 @@ def _int(value) -> int | None:
         return None
 
 
-def _primus_yaml(session: Session, job: JobSpec) -> str:
+def primus_experiment(session: Session, job: JobSpec) -> tuple[str, dict[str, str]]:
+    """The experiment YAML this image has for the job (newest layout first) and its header
+    (workspace, work_group, user_name, exp_name): one round trip to node 0, asked once per run.
+    A dry run shows the check and assumes the first candidate with an empty header."""
     candidates = primus.primus_yaml_candidates(job)
-    results = session.runtime().exec(primus.yaml_check_command(candidates, job.param("primus_root")), timeout=60)
+    command = primus.yaml_check_command(candidates, job.param("primus_root"))
+    if command in session.primus_yamls:
+        return session.primus_yamls[command]
+    results = session.runtime().exec(command, timeout=60)
     if session.dry_run:
-        return candidates[0]
+        return candidates[0], {}
     first = results[0]
     if not first.ok and first.error:
         raise InfraError(f"cannot look for the Primus YAML on node {first.host}: {first.error}")
     found = primus.pick_existing_yaml(first.stdout)
     if found is None:
         raise JobSetupError(primus.missing_yaml_message(candidates, job.param("primus_root")))
-    return found
+    session.primus_yamls[command] = found, primus.experiment_header(first.stdout)
+    return session.primus_yamls[command]
 
 
 def _nic_setup(session: Session, job: JobSpec) -> str | None:

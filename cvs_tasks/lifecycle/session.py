@@ -66,6 +66,7 @@ class Session:
     stop: threading.Event = field(default_factory=threading.Event)
     scratch: Path | None = None  # a dry run's throw-away run folder, removed on close / exit
     printed: set = field(default_factory=set)  # (stage, combos) a dry run already printed
+    primus_yamls: dict = field(default_factory=dict)  # YAML check command -> (yaml, header), once per run
     _hosts: object | None = None
     _runtime: object | None = None
 

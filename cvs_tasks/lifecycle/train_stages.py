@@ -7,10 +7,12 @@ import math
 
 from cvs_tasks import metrics as m
 from cvs_tasks.jobs import checkpoint as ckpt
+from cvs_tasks.jobs import primus
+from cvs_tasks.jobs.spec import JobSetupError
 from cvs_tasks.judge.convergence import judge_convergence
 from cvs_tasks.judge.reference import reference_numbers
 from cvs_tasks.lifecycle.health import apply_health
-from cvs_tasks.lifecycle.jobrun import JobResult, run_job
+from cvs_tasks.lifecycle.jobrun import JobResult, primus_experiment, run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
@@ -165,7 +167,10 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     first = session.plan.combos[0]
     save_job = job_spec(session, label="ckpt_save", combo=first, mbs=mbs, gbs=gbs, precision=precision,
                         iterations=c.save_iters, save_dir=directory, save_interval=c.save_interval)
-    setup = session.runtime().exec(f"{ckpt.cleanup_command(directory, distributed=True) or 'true'} && "
+    root = _checkpoint_root(session, save_job, directory)
+    if isinstance(root, StageRecord):
+        return root
+    setup = session.runtime().exec(f"{ckpt.cleanup_command(root, distributed=True) or 'true'} && "
                                    f"{ckpt.mkdir_command(directory)}", timeout=60)
     bad = [r for r in setup if not r.ok]
     if bad and not session.dry_run:
@@ -174,19 +179,19 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
                            reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: {detail}")
     saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")
     resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
-                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(directory))
+                          iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(root))
     if session.dry_run:  # both phases, as a real run would issue them
-        session.runtime().exec(ckpt.latest_checkpoint_check_command(directory), timeout=60)
+        session.runtime().exec(ckpt.latest_checkpoint_check_command(root), timeout=60)
         run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
         return StageRecord(stage="checkpoint", status="SKIPPED", reason="dry run: nothing was started")
     if not saved.ok:
         record = _job_record(session, "checkpoint", None, saved)
         record.reason = f"save phase: {record.reason}"
         return record
-    listing = session.runtime().exec(ckpt.latest_checkpoint_check_command(directory), timeout=60)
+    listing = session.runtime().exec(ckpt.latest_checkpoint_check_command(root), timeout=60)
     if not listing[0].ok or not listing[0].stdout.strip():
         return StageRecord(stage="checkpoint", status="FAIL",
-                           reason=f"no checkpoint written: {directory}/checkpoints/latest_checkpointed_iteration.txt "
+                           reason=f"no checkpoint written: {root}/checkpoints/latest_checkpointed_iteration.txt "
                                   "is missing on node 0 (is the checkpoint directory volume-mounted into the container?)")
     resumed = run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
     if not resumed.ok:
@@ -208,8 +213,25 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
             if path.exists():
                 record.artifacts[f"{phase} node 0 log"] = session.run.relative(path)
     if verdict.ok and not session.dry_run:
-        session.runtime().exec(ckpt.cleanup_command(directory, distributed=session.plan.distributed) or "true", timeout=120)
+        distributed = session.plan.distributed
+        session.runtime().exec(ckpt.cleanup_command(root if distributed else directory, distributed=distributed)
+                               or "true", timeout=120)
     return record
+
+
+def _checkpoint_root(session: Session, save_job, directory: str) -> str | StageRecord:
+    """Where Primus will save under ``directory``: the experiment YAML may pin a sub-folder
+    (the 405B one pins ``exp_name``), and the resume must load from there."""
+    try:
+        _, header = primus_experiment(session, save_job)
+    except JobSetupError as exc:
+        return StageRecord(stage="checkpoint", status="FAIL", reason=f"save phase: {exc}")
+    if not header:  # a dry run: the YAML was not read
+        return directory
+    root = primus.checkpoint_root(directory, header, dict(save_job.env))
+    if isinstance(root, JobSetupError):
+        return StageRecord(stage="checkpoint", status="FAIL", reason=f"save phase: {root}")
+    return root
 
 
 def _io_times(saved: JobResult, resumed: JobResult) -> dict:

@@ -72,3 +72,23 @@ def test_a_distributed_deepseek_config_is_refused_with_the_reason(testbed_cluste
     assert "train_params.tokenizer_model: train_deepseekv2.sh" in res.out + res.err
     assert "pins NNODES=1" in res.out + res.err
     assert [containers_on(node) for node in testbed_cluster.nodes] == before  # refused before any launch
+
+
+def test_primus_405b_resumes_from_the_folder_its_yaml_pins(testbed_cluster, reports, tmp_path):
+    """The 405B experiment YAML pins `exp_name`, so Primus saves under
+    `<checkpoint dir>/exp-llama3_405B-pretrain/checkpoints`; the harness reads the YAML's header
+    and checks and loads from there (looking in `<checkpoint dir>/checkpoints` finds nothing)."""
+    def edit(cfg):
+        cfg["train_params"].update(model_name="llama3.1_405B", tokenizer_model="meta-llama/Llama-3.1-405B",
+                                   model_size="405")
+        cfg["smoke"]["enabled"] = False
+        _one_combo(cfg)
+
+    cfg = edited_config(CONFIGS / "sim_primus_single.json", tmp_path, edit)
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    ckpt = res.record("checkpoint")
+    assert ckpt["status"] == "PASS", res.out + res.err
+    assert ckpt["data"]["first_resumed_step"] == ckpt["data"]["last_ckpt"] + 1
+    resume_log = (res.run_dir / ckpt["artifacts"]["resume node 0 log"]).read_text()
+    assert "/ckpt_primus/exp-llama3_405B-pretrain/checkpoints at iteration 10" in resume_log
+    assert res.code == 0, res.out + res.err

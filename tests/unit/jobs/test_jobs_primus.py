@@ -8,6 +8,8 @@ from jobs_factory import make_job, with_params
 from cvs_tasks.jobs import (
     JobSetupError,
     build_launch,
+    checkpoint_root,
+    experiment_header,
     missing_yaml_error,
     pick_existing_yaml,
     primus_yaml_candidates,
@@ -184,9 +186,10 @@ def test_yaml_candidates_need_a_model_name():
 def test_yaml_check_is_one_command_and_its_output_picks_the_first_existing():
     candidates = ["examples/megatron/configs/MI325X/a.yaml", "examples/megatron/configs/MI300X/a.yaml"]
     assert yaml_check_command(candidates, "/workspace/Primus") == (
-        "cd /workspace/Primus && for f in examples/megatron/configs/MI325X/a.yaml "
+        "cd /workspace/Primus && found= && for f in examples/megatron/configs/MI325X/a.yaml "
         "examples/megatron/configs/MI300X/a.yaml; do if [ -f \"$f\" ]; then echo \"EXISTS $f\"; "
-        "else echo \"MISSING $f\"; fi; done"
+        "[ -n \"$found\" ] || found=$f; else echo \"MISSING $f\"; fi; done; [ -z \"$found\" ] || "
+        "grep -E '^(workspace|work_group|user_name|exp_name):' -- \"$found\" | sed 's/^/HEADER /'; true"
     )
     output = ("MISSING examples/megatron/configs/MI325X/a.yaml\n"
               "EXISTS examples/megatron/configs/MI300X/a.yaml\n")
@@ -233,3 +236,47 @@ def test_a_precision_an_old_primus_layout_cannot_select_is_refused():
     with pytest.raises(JobSetupError) as err:
         build_launch(job, primus_yaml="examples/megatron/configs/MI355X/llama3.1_8B-pretrain.yaml")
     assert "MXFP8 cannot be selected on this image" in str(err.value)
+
+
+# -- where Primus saves: <workspace>/<work_group>/<user_name>/<exp_name>/checkpoints -----------------
+
+HEADER_8B = ("HEADER work_group: ${PRIMUS_TEAM:amd}\nHEADER user_name: ${PRIMUS_USER:root}\n"
+             "HEADER exp_name: ${PRIMUS_EXP_NAME:llama3.1_8B-pretrain}\nHEADER workspace: ${PRIMUS_WORKSPACE:./output}\n")
+
+
+def test_the_experiment_header_is_read_from_the_check_output():
+    out = "MISSING a.yaml\nEXISTS b.yaml\n" + HEADER_8B.replace("root}", "root}   # who") + "HEADER other: x\n"
+    assert experiment_header(out) == {"work_group": "${PRIMUS_TEAM:amd}", "user_name": "${PRIMUS_USER:root}",
+                                      "exp_name": "${PRIMUS_EXP_NAME:llama3.1_8B-pretrain}",
+                                      "workspace": "${PRIMUS_WORKSPACE:./output}"}
+    assert experiment_header('HEADER exp_name: "exp-a"\n') == {"exp_name": "exp-a"}
+
+
+def test_a_yaml_that_reads_the_exports_saves_straight_under_the_checkpoint_directory():
+    header = experiment_header(HEADER_8B)
+    assert checkpoint_root("/shared/ckpt/", header, {}) == "/shared/ckpt"
+    assert resume_load_dir(checkpoint_root("/shared/ckpt", header, {})) == "/shared/ckpt/checkpoints"
+
+
+def test_a_pinned_exp_name_moves_the_checkpoints_into_its_folder():
+    """Primus's 405B YAML: `exp_name: exp-llama3_405B-pretrain` is not a placeholder, so the
+    emptied PRIMUS_EXP_NAME does not reach it."""
+    header = experiment_header(HEADER_8B.replace("${PRIMUS_EXP_NAME:llama3.1_8B-pretrain}", "exp-llama3_405B-pretrain"))
+    root = checkpoint_root("/shared/ckpt", header, {})
+    assert root == "/shared/ckpt/exp-llama3_405B-pretrain"
+    assert resume_load_dir(root) == "/shared/ckpt/exp-llama3_405B-pretrain/checkpoints"
+
+
+def test_other_placeholders_resolve_from_the_job_env_or_their_default():
+    header = {"workspace": "${PRIMUS_WORKSPACE}", "work_group": "${SITE_TEAM:ops}", "user_name": "${ME:}",
+              "exp_name": "run-${RUN_TAG:x}"}
+    assert checkpoint_root("/c", header, {"RUN_TAG": "7"}) == "/c/ops/run-7"
+    assert checkpoint_root("/c", header, {"SITE_TEAM": ""}) == "/c/run-x"   # set but empty stays empty
+
+
+def test_a_pinned_workspace_or_an_unset_required_variable_is_refused():
+    pinned = checkpoint_root("/c", {"workspace": "./output", "exp_name": "e"}, {})
+    assert isinstance(pinned, JobSetupError) and "pins workspace: './output'" in str(pinned)
+    assert pinned.field == "checkpoint.checkpoint_dir"
+    unset = checkpoint_root("/c", {"workspace": "${PRIMUS_WORKSPACE}", "exp_name": "${SITE_EXP}"}, {})
+    assert isinstance(unset, JobSetupError) and "exp_name" in str(unset) and unset.field == "container.env"

@@ -17,6 +17,7 @@ from jobs_factory import CANARY_TOKEN, make_job, with_params
 
 from cvs_tasks.jobs import (
     build_launch,
+    experiment_header,
     gpu_pids_command,
     kill_pids_command,
     pick_existing_yaml,
@@ -151,11 +152,17 @@ def test_missing_root_is_reported_and_recorded(tmp_path):
 def test_yaml_check_against_real_files(tmp_path):
     found = tmp_path / "examples/megatron/configs/MI300X"
     found.mkdir(parents=True)
-    (found / "m-FP8-pretrain.yaml").write_text("x: 1\n")
+    (found / "m-FP8-pretrain.yaml").write_text(
+        "work_group: ${PRIMUS_TEAM:amd}\nexp_name: exp-m-pretrain   # pinned\nworkspace: ${PRIMUS_WORKSPACE:./o}\n"
+        "modules:\n  pre_trainer:\n    exp_name: nested-is-not-the-header\n")
+    (found / "m-pretrain.yaml").write_text("exp_name: the-second-match-is-not-read\n")
     candidates = ["examples/megatron/configs/MI325X/m-FP8-pretrain.yaml",
-                  "examples/megatron/configs/MI300X/m-FP8-pretrain.yaml"]
+                  "examples/megatron/configs/MI300X/m-FP8-pretrain.yaml",
+                  "examples/megatron/configs/MI300X/m-pretrain.yaml"]
     out = sh(yaml_check_command(candidates, str(tmp_path))).stdout
     assert pick_existing_yaml(out) == candidates[1]
+    assert experiment_header(out) == {"work_group": "${PRIMUS_TEAM:amd}", "exp_name": "exp-m-pretrain",
+                                      "workspace": "${PRIMUS_WORKSPACE:./o}"}
     assert pick_existing_yaml(sh(yaml_check_command(candidates[:1], str(tmp_path))).stdout) is None
 
 

@@ -2,7 +2,8 @@
 
 cwd is the Primus root and the YAML path is relative to it. Worker lines are tee'd into
 `--log_file`; the runner's own lines go to the console only. Checkpoints live in
-`<PRIMUS_WORKSPACE>/<team>/<user>/<exp>/checkpoints` (empty parts skipped).
+`<workspace>/<work_group>/<user_name>/<exp_name>/checkpoints` as the YAML resolves them
+(empty parts skipped): a value the YAML pins wins over the PRIMUS_* variables.
 """
 from __future__ import annotations
 
@@ -34,8 +35,18 @@ def read_flat_yaml(text: str, env: dict) -> dict[str, str]:
         key, _, value = line.strip().partition(":")
         value = value.strip().strip('"').strip("'")
         if value:
-            values[key.strip()] = _PLACEHOLDER.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), value)
+            values[key.strip()] = _PLACEHOLDER.sub(lambda m: _placeholder(m, env), value)
     return values
+
+
+def _placeholder(match: re.Match, env: dict) -> str:
+    """Primus's rule: `${VAR:default}` is VAR when set (even empty), else default; `${VAR}` must be set."""
+    name, default = match.group(1), match.group(2)
+    if name in env:
+        return env[name]
+    if default is None:
+        raise SystemExit(f"ValueError: Environment variable '{name}' is required but not set.")
+    return default
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, object]:
@@ -102,10 +113,10 @@ def spec_from(config_path: Path, yaml_values: dict[str, str], overrides: dict[st
                    colour=env.get("SIM_PRIMUS_COLOR", "1") != "0")
     if spec.primus_style not in pt.STYLES:
         raise SystemExit(f"SIM_PRIMUS_STYLE={spec.primus_style!r}: expected one of {', '.join(pt.STYLES)}")
-    exp_root = Path(*[p for p in (env.get("PRIMUS_WORKSPACE", yaml_values.get("workspace", "./output")),
-                                  env.get("PRIMUS_TEAM", yaml_values.get("work_group", "amd")),
-                                  env.get("PRIMUS_USER", yaml_values.get("user_name", "root")),
-                                  env.get("PRIMUS_EXP_NAME", yaml_values.get("exp_name", model_name + "-pretrain")))
+    # The YAML decides: its placeholders were resolved from the env above; a pinned value (the 405B
+    # YAML's exp_name) is not reachable through PRIMUS_EXP_NAME.
+    exp_root = Path(*[p for p in (yaml_values.get("workspace", "./output"), yaml_values.get("work_group", ""),
+                                  yaml_values.get("user_name", ""), yaml_values.get("exp_name", ""))
                       if p])
     save = merged.get("save")
     if save and save != "null":
