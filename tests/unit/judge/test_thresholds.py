@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cvs_tasks.metrics import evaluate, format_expected, violations
+from cvs_tasks.judge.thresholds import evaluate, format_expected, violations
 
 
 @dataclass
