@@ -4,19 +4,18 @@ No SSH, no clock; ``logfile`` is the only module that reads a file. Judging what
 (thresholds, loss curve, scaling, checkpoint continuity) is in ``cvs_tasks.judge``.
 """
 
-from cvs_tasks.metrics.aggregate import RUN_METRICS, warmup_cutoff
+from cvs_tasks.metrics.aggregate import warmup_cutoff
 from cvs_tasks.metrics.checkpoint import CheckpointTimes, checkpoint_io_times
 from cvs_tasks.metrics.flops import ModelDims, flops_per_token, model_dims, recompute_tflops
 from cvs_tasks.metrics.iteration import Iteration
 from cvs_tasks.metrics.logfile import parse_file
 from cvs_tasks.metrics.parser import LogParser
-from cvs_tasks.metrics.progress import is_stalled
 from cvs_tasks.metrics.signatures import (
     SIGNATURES, ErrorHit, Signature, root_cause, scan_lines, scan_text,
 )
 
 __all__ = [
-    "RUN_METRICS", "warmup_cutoff", "CheckpointTimes", "checkpoint_io_times", "ModelDims",
+    "warmup_cutoff", "CheckpointTimes", "checkpoint_io_times", "ModelDims",
     "flops_per_token", "model_dims", "recompute_tflops", "Iteration", "parse_file", "LogParser",
-    "is_stalled", "SIGNATURES", "ErrorHit", "Signature", "root_cause", "scan_lines", "scan_text",
+    "SIGNATURES", "ErrorHit", "Signature", "root_cause", "scan_lines", "scan_text",
 ]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cvs_tasks.metrics import checkpoint_io_times, is_stalled
+from cvs_tasks.metrics import checkpoint_io_times
 from cvs_tasks.metrics.flops import flops_per_token, model_dims
 
 
@@ -23,11 +23,6 @@ def test_checkpoint_times_without_stamps_fall_back_to_timer(fixture_log):
     times = checkpoint_io_times(fixture_log("ckpt_megatron_old.log").read_text().splitlines())
     assert times.save_times_s == {}
     assert times.load_time_s == pytest.approx(12.57188)
-
-
-def test_stalled_helper():
-    assert is_stalled(100.0, 1001.0, 900) and not is_stalled(100.0, 1000.0, 900)
-    assert not is_stalled(0.0, 10_000.0, 0)
 
 
 def test_flops_table_matches_published_constants():
