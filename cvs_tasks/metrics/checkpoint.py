@@ -15,10 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from cvs_tasks.metrics.iteration import timestamp_seconds
+from cvs_tasks.metrics.iteration import STAMP_RE, timestamp_seconds
 from cvs_tasks.metrics.signatures import clean
 
-_MEGATRON_TS = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]")
 _LOGGER_TS = re.compile(r"\[(\d{4})(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\]")
 _SAVE_START = re.compile(r"\bsaving checkpoint at iteration\s+(\d+)")
 _SAVE_END = re.compile(r"successfully saved checkpoint from iteration\s+(\d+)")
@@ -29,7 +28,7 @@ _LOAD_TIMER = re.compile(r"^\s*load-checkpoint\s*\.*:\s*\(?\s*([\d.]+)(?:,\s*([\
 
 def line_time(line: str) -> float | None:
     """Unix seconds of the most precise time stamp on a line, or None."""
-    m = _MEGATRON_TS.search(line)
+    m = STAMP_RE.search(line)
     if m:
         return timestamp_seconds(m.group(1))
     m = _LOGGER_TS.search(line)
