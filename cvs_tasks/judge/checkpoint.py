@@ -1,9 +1,9 @@
 """Checkpoint save and resume: step and loss continuity across the two phases.
 
 Rule (product document "Checkpoint save and resume"): the resume phase must start at
-``last_ckpt + 1`` and its first loss may exceed the loss at ``last_ckpt`` in the save phase by at
-most ``loss_rtol · |save_loss|`` (a decrease is always fine). The save and load times are read
-from the logs by ``metrics.checkpoint``.
+``last_ckpt + 1`` (``jobs.checkpoint.last_checkpoint_step``) and its first loss may exceed the
+loss at ``last_ckpt`` in the save phase by at most ``loss_rtol · |save_loss|`` (a decrease is
+always fine). The save and load times are read from the logs by ``metrics.checkpoint``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,6 @@ class CheckpointResult:
     resume_loss: float | None
     increase: float | None
     tolerance: float | None
-
-
-def last_checkpoint_step(save_iters: int, save_interval: int) -> int:
-    """The last step a save phase of ``save_iters`` steps checkpoints at every ``save_interval``."""
-    if save_interval <= 0:
-        raise ValueError("checkpoint.save_interval must be > 0")
-    return (save_iters // save_interval) * save_interval
 
 
 def checkpoint_continuity(save_losses: Mapping[int, float], resume_losses: Mapping[int, float],
@@ -61,9 +54,3 @@ def checkpoint_continuity(save_losses: Mapping[int, float], resume_losses: Mappi
                              f"(+{inc:.4g} > tolerance {tol:.4g})", first, save, resume, inc, tol)
     return result(True, f"resumed at step {first}; loss {save:.6g} -> {resume:.6g} "
                         f"(change {inc:+.4g}, tolerance {tol:.4g})", first, save, resume, inc, tol)
-
-
-def losses_by_step(iterations) -> dict[int, float]:
-    """step -> loss from a ``LogParser.iterations`` map or a list of Iteration (finite only)."""
-    values = iterations.values() if isinstance(iterations, Mapping) else iterations
-    return {it.step: it.loss for it in values if it.loss is not None and it.loss == it.loss}

@@ -45,10 +45,6 @@ class LossCurveResult:
     decreasing: bool | None  # slope < max_slope; None when not enough points
     detail: str
 
-    @property
-    def enough_points(self) -> bool:
-        return self.slope is not None
-
 
 def fit_loss_curve(points: Sequence[tuple[int, float]], max_slope: float) -> LossCurveResult:
     """Least-squares slope of the samples and whether it is below ``max_slope``."""
