@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from cvs_tasks import metrics as m
 from cvs_tasks.judge.convergence import convergence_row
+from cvs_tasks.judge.loss_curve import fit_loss_curve, sample_curve
 from cvs_tasks.judge.memory import explain, ungated_specs
 from cvs_tasks.judge.reference import with_reference_rows
+from cvs_tasks.judge.thresholds import evaluate, unit_for
 from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.metrics import warmup_cutoff
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.records import step_rows
 
@@ -46,7 +48,7 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
     cfg = session.config
     cell, recorded_only = ungated_specs(session.plan.suite.thresholds.get(combo.cell), session.plan.backend)
     rows = explain(judged_rows(session, combo.id, actual_metrics(data), cell), recorded_only)
-    rows = with_reference_rows(rows, data.get("reference_metrics"), m.unit_for)
+    rows = with_reference_rows(rows, data.get("reference_metrics"), unit_for)
     converged = convergence_row(data.get("convergence"), cfg.enforce_thresholds)
     rows += [converged] if converged else []
     failed = [r for r in rows if r.status == "FAIL"]
@@ -65,15 +67,15 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
 
 
 def judged_rows(session: Session, combo: str, actuals: dict, cell) -> list:
-    """Fixed thresholds by ``metrics.evaluate``, ``baseline`` ones against the run history."""
+    """Fixed thresholds by ``judge.thresholds.evaluate``, ``baseline`` ones against the run history."""
     from cvs_tasks.history.gate import baseline_rows, merge_rows, split_cell
 
     fixed, baseline = split_cell(cell)
-    rows = m.evaluate(actuals, fixed, session.config.enforce_thresholds)
+    rows = evaluate(actuals, fixed, session.config.enforce_thresholds)
     if not baseline:
         return rows
     extra = baseline_rows(history_context(session), combo, actuals, baseline, session.config.enforce_thresholds,
-                          lambda text: session.say(text, "warning"), m.unit_for)
+                          lambda text: session.say(text, "warning"), unit_for)
     return merge_rows(rows, extra)
 
 
@@ -94,9 +96,9 @@ def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
         return skipped
     lc = session.config.loss_curve
     steps = [row for row in step_rows(data) if row.loss is not None]
-    cutoff = m.warmup_cutoff(data.get("planned"), data.get("last_step"))
-    points = m.sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
-    fit = m.fit_loss_curve(points, lc.max_slope)
+    cutoff = warmup_cutoff(data.get("planned"), data.get("last_step"))
+    points = sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
+    fit = fit_loss_curve(points, lc.max_slope)
     record = StageRecord(stage="loss_curve", combo=combo.id, status="PASS", reason=fit.detail)
     record.data = {
         "points": [[s, v] for s, v in fit.points],

@@ -9,8 +9,10 @@ from cvs_tasks import metrics as m
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.jobs import primus
 from cvs_tasks.jobs.spec import JobSetupError
+from cvs_tasks.judge.checkpoint import checkpoint_continuity
 from cvs_tasks.judge.convergence import judge_convergence
 from cvs_tasks.judge.reference import reference_numbers
+from cvs_tasks.judge.scaling import scaling_efficiency
 from cvs_tasks.lifecycle.health import apply_health
 from cvs_tasks.lifecycle.jobrun import JobResult, primus_experiment, run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
@@ -135,7 +137,7 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
     effective = result.outcome.config_check.effective if result.outcome and result.outcome.config_check else None
     nnodes = (effective.nnodes if effective else None) or session.plan.nnodes  # the nodes that trained together
     if session.plan.distributed and tokens and base.tokens_per_sec_total > 0:
-        data["scaling_efficiency_pct"] = m.scaling_efficiency(
+        data["scaling_efficiency_pct"] = scaling_efficiency(
             tokens, nnodes, cfg.gpus_per_node, base.tokens_per_sec_total, base.num_nodes
         )
     facts = getattr(parser, "facts", None)
@@ -201,7 +203,7 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     last_ckpt = ckpt.last_checkpoint_step(c.save_iters, c.save_interval)
     save_losses = {s: it.loss for s, it in saved.reporting_parser().iterations.items()}
     resume_losses = {s: it.loss for s, it in resumed.reporting_parser().iterations.items()}
-    verdict = m.checkpoint_continuity(save_losses, resume_losses, last_ckpt, c.loss_rtol)
+    verdict = checkpoint_continuity(save_losses, resume_losses, last_ckpt, c.loss_rtol)
     record = StageRecord(stage="checkpoint", status="PASS" if verdict.ok else "FAIL", reason=verdict.reason)
     record.data.update({k: v for k, v in dataclasses.asdict(verdict).items() if k not in ("ok", "reason")})
     record.data["loss_rtol"] = c.loss_rtol

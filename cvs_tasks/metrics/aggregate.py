@@ -32,14 +32,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-RUN_METRICS = (
-    "training.throughput_per_gpu",
-    "training.tokens_per_gpu",
-    "training.elapsed_time_per_iteration",
-    "training.mem_usage",
-    "training.step_time_p50_ms",
-    "training.step_time_p95_ms",
-)
 SUMMARY_KEYS = {  # ROCm launcher summary line label -> metric
     "throughput per gpu": "training.throughput_per_gpu",
     "elapsed time per iteration": "training.elapsed_time_per_iteration",

@@ -28,9 +28,6 @@ class Curve:
         self.latest: tuple | None = None  # the last row read, kept or not
         self._sorted: list[int] | None = None
 
-    def keeps(self, step: int) -> bool:
-        return step % self.stride == 0
-
     def add(self, row: tuple) -> None:
         self.latest = row
         self._sorted = None

@@ -57,6 +57,7 @@ FEATURE_LABELS = {
     "compute per gpu (tflop/s/gpu)": "tf_compute", "elapsed time per iteration (s)": "deepspeed",
     "tflops": "deepspeed", "samples per second": "deepspeed", "tokens per gpu per second (tgs)": "deepspeed",
 }
+# Every field a label can fill, in ``iteration.COLUMNS`` order (after step and planned count).
 FIELDS = ("ms", "ms_avg", "tflops", "tflops_avg", "tokens", "tokens_avg", "lr", "gbs", "loss",
           "grad_norm", "skipped", "nan_iters", "mem")
 

@@ -27,8 +27,7 @@ from cvs_tasks.errors import BadInput
 from cvs_tasks.metrics import grammar, lines
 from cvs_tasks.metrics.curve import Batch, Curve
 from cvs_tasks.metrics.fieldchecks import FieldChecks
-from cvs_tasks.metrics.iteration import Iteration
-from cvs_tasks.metrics.iteration import prefix_stamp
+from cvs_tasks.metrics.iteration import Iteration, prefix_stamp
 from cvs_tasks.metrics.runstats import RunStats
 from cvs_tasks.metrics.signatures import ANCHORS as SIGNATURE_ANCHORS
 from cvs_tasks.metrics.signatures import MAX_TEXT, ITERATION_SIGNATURES, ErrorHit, Scanner, clean
@@ -252,14 +251,10 @@ class LogParser(ParserViews):
                 f.add("rank_prefix")
 
 
-_ROW_FIELDS = ("ms", "ms_avg", "tflops", "tflops_avg", "tokens", "tokens_avg", "lr", "gbs", "loss",
-               "grad_norm", "skipped", "nan_iters", "mem")
-
-
 def _curve_rows(rows: grammar.Rows, others: list[bytes]):
     """Curve rows (``iteration.COLUMNS`` order, the last item the text before ``iteration``)."""
     n = len(rows)
-    columns = [rows.col(f) or [_NAN] * n for f in _ROW_FIELDS]
+    columns = [rows.col(f) or [_NAN] * n for f in grammar.FIELDS]
     prefixes = [others[j][-64:] for j in rows.index]
     return zip(rows.steps, map(float, rows.totals), *columns, prefixes)
 

@@ -188,7 +188,6 @@ SIGNATURES: tuple[Signature, ...] = (
          ["error", "exception"], "a rank raised an exception: its message says what to fix", flags=0),
     _sig("python_traceback", "exception", False, r"Traceback \(most recent call last\)", ["traceback"]),
 )
-BY_NAME = {s.name: s for s in SIGNATURES}
 ANCHORS: tuple[str, ...] = tuple(sorted({a for s in SIGNATURES for a in s.anchors} | {"warn"}))
 
 # Signatures read from parsed iteration fields rather than text (see parser).

@@ -15,7 +15,7 @@ from cvs_tasks.verify import effective_from_arguments
 from cvs_tasks.verify.record import describe
 from cvs_tasks.errors import BadInput, GateFailed
 from cvs_tasks.metrics import parse_file
-from cvs_tasks.metrics.verdict import unit_for
+from cvs_tasks.judge.thresholds import unit_for
 from cvs_tasks.tasks._common import user_errors
 
 

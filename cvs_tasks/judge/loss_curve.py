@@ -1,6 +1,6 @@
-"""Loss-curve trend: pure functions over parsed iterations (convergence is judged in ``judge``).
+"""Loss-curve trend: pure functions over parsed iterations (convergence is ``judge.convergence``).
 
-Sampling keeps, among steady-state iterations (step > warm-up cutoff, see ``aggregate``) that
+Sampling keeps, among steady-state iterations (step > warm-up cutoff, see ``metrics.aggregate``) that
 printed a finite loss, every step divisible by ``sample_every`` (values <= 0 mean 1), every
 milestone step, and the first and last such step. A least-squares line through the samples
 passes when its slope is below ``max_slope`` (0.0: any downward trend passes).
@@ -44,10 +44,6 @@ class LossCurveResult:
     points: list[tuple[int, float]]
     decreasing: bool | None  # slope < max_slope; None when not enough points
     detail: str
-
-    @property
-    def enough_points(self) -> bool:
-        return self.slope is not None
 
 
 def fit_loss_curve(points: Sequence[tuple[int, float]], max_slope: float) -> LossCurveResult:

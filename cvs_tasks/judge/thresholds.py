@@ -159,8 +159,3 @@ def evaluate(actuals: Mapping[str, Any], cell: Mapping[str, Any] | None,
             number, _ = as_number(value)
             rows.append(MetricRow(name, number, unit_for(name), "-", "RECORD", "no threshold defined"))
     return rows
-
-
-def violations(rows: list[MetricRow]) -> list[str]:
-    """The reasons of every FAIL row, one per line in a failure message."""
-    return [r.reason for r in rows if r.status == "FAIL"]
