@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import LIMITS
+from cvs_tasks.run.rundir import check_run_flag
 from tests.hostile.hostile_helpers import LOCAL_CLUSTER, TOKEN, assert_refused
 
 
@@ -88,10 +90,27 @@ def test_a_fifo_known_hosts_does_not_hang_trust(sandbox):
     assert_refused(sandbox.cli("cluster.trust", "--cluster", str(cluster), "--timeout", "2"), "FIFO")
 
 
-@pytest.mark.parametrize("run_id", ["..", ".", "r1\ntouch x #", "a/..", "r1 r2", "-rf", "\u202egnp.exe", "x" * 129])
-def test_a_hostile_run_id_is_refused_before_anything_is_written(sandbox, run_id):
-    for res in (sandbox.dry_run(sandbox.config(), LOCAL_CLUSTER, "--run", run_id),
-                sandbox.cli("all", "--config", str(sandbox.config()), "--cluster", str(LOCAL_CLUSTER), "--run", run_id),
+HOSTILE_RUN_IDS = ["..", ".", "r1\ntouch x #", "a/..", "r1 r2", "-rf", "\u202egnp.exe", "x" * 129]
+
+
+@pytest.mark.parametrize("run_id", HOSTILE_RUN_IDS)
+def test_a_hostile_run_id_is_refused_by_a_dry_run_before_anything_is_written(sandbox, run_id):
+    assert_refused(sandbox.dry_run(sandbox.config(), LOCAL_CLUSTER, "--run", run_id), "--run")
+    assert sandbox.written() == []
+
+
+@pytest.mark.parametrize("run_id", HOSTILE_RUN_IDS)
+def test_the_run_flag_check_refuses_every_hostile_id(run_id):
+    with pytest.raises(BadInput, match="--run"):
+        check_run_flag(run_id)
+
+
+@pytest.mark.parametrize("run_id", ["a/..", "r1\ntouch x #"])
+def test_every_command_taking_a_run_id_refuses_it_before_anything_is_written(sandbox, run_id):
+    """Every command checks `--run` with one function (`run.rundir.check_run_flag`), so two ids (a
+    path, a shell line) show each command goes through it; the dry run and the in-process test
+    take every hostile id."""
+    for res in (sandbox.cli("all", "--config", str(sandbox.config()), "--cluster", str(LOCAL_CLUSTER), "--run", run_id),
                 sandbox.cli("report", "--run", run_id),
                 sandbox.cli("cleanup", "--cluster", str(LOCAL_CLUSTER), "--config", str(sandbox.config()),
                             "--run", run_id),

@@ -84,6 +84,7 @@ def test_a_live_wrapper_is_found_stopped_and_a_recycled_pid_is_left_alone(tmp_pa
     assert host_jobs_command(str(scripts), "run1").endswith("; true")
 
 
+@pytest.mark.testbed  # the slow tier: a whole lifecycle run on the host runtime, killed mid-training
 @pytest.mark.parametrize("cleaner", ["cleanup", "teardown"])
 def test_sigkilled_host_runtime_run_is_cleaned_up(cleaner, tmp_path, reports):
     marker = uuid.uuid4().hex[:10]
