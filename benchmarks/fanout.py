@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import os
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Sequence

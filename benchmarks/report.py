@@ -141,6 +141,6 @@ def run(nodes: int = 64, combo_count: int = 16, steps: int = 1000, repeats: int 
     worst = max(times)
     detail = (f"{nodes} nodes x {combo_count} combos x {steps} steps; renders "
               + ", ".join(f"{x:.2f}s" for x in times)
-              + f" (first is cold); files " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items())
+              + " (first is cold); files " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items())
               + f"; building the run dir took {build_s:.1f}s (not timed)")
     return [at_most(f"report.render_s[{nodes}x{combo_count}]", worst, TARGET_S, "s", detail)]

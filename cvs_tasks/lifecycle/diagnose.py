@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from cvs_tasks.errors import CvsError
 from cvs_tasks.history.outliers import NodeSmoke, find_outliers

@@ -8,7 +8,6 @@ themselves (runtime `host`), as on a cluster without containers, so one dockerd 
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
