@@ -218,7 +218,8 @@ def wrapper_script(job: JobSpec, rank: int, yaml_path: str, warnings: list[str])
         lines += [f"export {name}=1" for name in ATOMIC_FP32_EXPORTS]
     workspace = checkpoint_workspace(job)
     if workspace:
-        lines += [f"export {name}={q(value) if value else EMPTY}" for name, value in workspace_exports(workspace).items()]
+        exports = workspace_exports(workspace)
+        lines += [f"export {name}={q(value) if value else EMPTY}" for name, value in exports.items()]
     if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
         env_lines, env_warnings = env_export_lines(job.env)
         lines += env_lines
