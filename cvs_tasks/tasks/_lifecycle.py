@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from invoke.exceptions import Exit
 
-from cvs_tasks.lifecycle.flow import RunRequest, container_ready, interrupt_guard, run_stage, session_for
-from cvs_tasks.lifecycle.runner import Interrupted, exit_status, is_done
 from cvs_tasks.run.stages import Stage
 from cvs_tasks.run.stages import stage as stage_row
 from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
+
+if TYPE_CHECKING:  # the lifecycle is imported when a task runs, not when `invoke --list` reads the tasks
+    from cvs_tasks.lifecycle.flow import RunRequest
 
 HELP = {
     "config": "Suite config JSON (default: cvs.config in invoke.yaml / INVOKE_CVS_CONFIG, else the latest run's)",
@@ -30,6 +31,12 @@ NO_COMBO = {k: v for k, v in HELP.items() if k != "combo"}
 def request(c, config=None, cluster=None, run=None, suite=None, dry_run=False, force=False, reports_dir=None,
             new=False) -> RunRequest:
     """The run a task acts on: its flags, else Invoke's ``cvs.*`` configuration (``configured``)."""
+    from cvs_tasks.run.rundir import check_run_flag
+
+    with user_errors():
+        check_run_flag(run)  # a hostile --run is refused before the lifecycle is even imported
+    from cvs_tasks.lifecycle.flow import RunRequest
+
     return RunRequest(config=configured(c, "config", config), cluster=configured(c, "cluster", cluster),
                       run=run, suite=suite, dry_run=bool(dry_run), force=bool(force),
                       reports_dir=configured(c, "reports_dir", reports_dir), new=new)
@@ -49,6 +56,9 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
     flag but not per combo (`invoke container --combo X`) runs only if X still has to train. A
     named stage that leaves the container up says so: the next command reuses it and
     `invoke teardown` removes it."""
+    from cvs_tasks.lifecycle.flow import container_ready, interrupt_guard, run_stage, session_for
+    from cvs_tasks.lifecycle.runner import Interrupted, exit_status
+
     needed_by = getattr(c, "cvs_needed_by", None)
     if needed_by is None and combos and row.combo_flag:
         needed_by = ("training", False)
@@ -79,6 +89,8 @@ def needs_work(session, needed_by: tuple[str | None, bool], combos: Sequence[str
 
     A judging stage (``reads`` in the table: metric, loss) needs work only where the stage it
     reads is not recorded; any other stage when it is forced or not yet recorded."""
+    from cvs_tasks.lifecycle.runner import is_done
+
     stage_id, forced = needed_by
     if stage_id is None:
         return True

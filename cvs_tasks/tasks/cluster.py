@@ -6,10 +6,7 @@ import sys
 
 from invoke import Collection, task
 
-from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.errors import BadInput, InfraError
-from cvs_tasks.remote import check_nodes, connect, format_check_table, known_hosts_path
-from cvs_tasks.remote.hostkeys import record_keys, scan_keys
 from cvs_tasks.tasks._common import configured, seconds_flag, user_errors
 
 DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"
@@ -30,6 +27,9 @@ def _required(cluster: str | None) -> str:
 })
 def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
     """Check every node: SSH, Docker, image present, GPUs visible, free disk in the log dir."""
+    from cvs_tasks.config import load_cluster, load_suite
+    from cvs_tasks.remote import check_nodes, connect, format_check_table
+
     with user_errors():
         spec = load_cluster(_required(configured(c, "cluster", cluster)))
         container = dict(spec.container or {})
@@ -59,6 +59,10 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
 })
 def trust(c, cluster=None, known_hosts=None, replace=False, yes=False, timeout=None):
     """Fetch each node's SSH host key, show its SHA256 fingerprint, and record new keys once confirmed."""
+    from cvs_tasks.config import load_cluster
+    from cvs_tasks.remote import known_hosts_path
+    from cvs_tasks.remote.hostkeys import record_keys, scan_keys
+
     with user_errors():
         spec = load_cluster(_required(configured(c, "cluster", cluster)))
         path = known_hosts_path(spec, known_hosts)

@@ -6,15 +6,14 @@ import json
 
 from invoke import Collection, task
 
-from cvs_tasks import config as cfg
-from cvs_tasks.config.readiness import check_ready
-from cvs_tasks.plan import check_launch_layout, check_plan_ready, check_runtime_settings, make_plan, suite_from_name
 from cvs_tasks.tasks._common import user_errors
 
 
 @task(name="list", help={"filter": "Only templates whose file name contains this text (e.g. 8b, mi355x, threshold)."})
 def list_(c, filter=""):
     """List the packaged config, threshold and cluster templates."""
+    from cvs_tasks import config as cfg
+
     with user_errors():
         templates = cfg.list_templates(filter)
         if not templates:
@@ -36,6 +35,8 @@ def list_(c, filter=""):
 )
 def copy(c, name, output, with_thresholds=False, force=False, format=None):
     """Copy a packaged template to edit: then replace every <changeme> and run config.validate."""
+    from cvs_tasks import config as cfg
+
     with user_errors():
         for path in cfg.copy_template(name, output, with_thresholds=with_thresholds, overwrite=force, fmt=format):
             print(f"wrote {path}")
@@ -49,6 +50,10 @@ def copy(c, name, output, with_thresholds=False, force=False, format=None):
 )
 def validate(c, config, cluster=None):
     """Load a config (and cluster) as a run would; print what would run, or every problem (exit 2)."""
+    from cvs_tasks import config as cfg
+    from cvs_tasks.config.readiness import check_ready
+    from cvs_tasks.plan import check_launch_layout, check_plan_ready, check_runtime_settings, make_plan, suite_from_name
+
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
         suite = cfg.load_suite(config, loaded_cluster)
@@ -72,6 +77,8 @@ def validate(c, config, cluster=None):
 def show(c, config, cluster=None):
     """Print the effective config as JSON (placeholders resolved, defaults filled, secrets redacted),
     with each container default, its reason and whether it is added, in the config or omitted."""
+    from cvs_tasks import config as cfg
+
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
         print(json.dumps(cfg.shown_config(cfg.load_suite(config, loaded_cluster)), indent=2))
@@ -80,6 +87,8 @@ def show(c, config, cluster=None):
 @task
 def schema(c):
     """Print the JSON Schema of the suite config (point an editor's "$schema" at a saved copy)."""
+    from cvs_tasks import config as cfg
+
     with user_errors():
         print(json.dumps(cfg.config_schema(), indent=2))
 

@@ -5,7 +5,6 @@ from pathlib import Path
 from invoke import task
 from invoke.exceptions import Exit
 
-from cvs_tasks.lifecycle.flow import close_sessions, run_all, session_for
 from cvs_tasks.tasks._common import user_errors
 from cvs_tasks.tasks._lifecycle import HELP, NO_COMBO, listener, request
 
@@ -15,6 +14,7 @@ DEMO_CLUSTER = ROOT / "cluster" / "localhost.json"
 
 
 def _run_all(req) -> int:
+    from cvs_tasks.lifecycle.flow import close_sessions, run_all, session_for
     from cvs_tasks.report import build_results
     from cvs_tasks.report.console import print_summary
 

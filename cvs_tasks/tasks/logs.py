@@ -11,11 +11,7 @@ from typing import Iterator
 from invoke import Collection, task
 from invoke.exceptions import Exit
 
-from cvs_tasks.verify import effective_from_arguments
-from cvs_tasks.verify.record import describe
 from cvs_tasks.errors import BadInput, GateFailed
-from cvs_tasks.metrics import parse_file
-from cvs_tasks.judge.thresholds import unit_for
 from cvs_tasks.tasks._common import user_errors
 
 
@@ -67,6 +63,11 @@ def _fmt(value) -> str:
 })
 def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None, json=False):
     """Print the run metrics of a training log; exit status 1 when it holds a fatal signature."""
+    from cvs_tasks.judge.thresholds import unit_for
+    from cvs_tasks.metrics import parse_file
+    from cvs_tasks.verify import effective_from_arguments
+    from cvs_tasks.verify.record import describe
+
     with user_errors(), _quiet_pipe():
         parser = parse_file(file, dialect=dialect, seq_length=_positive_int("seq-length", seq_length),
                             world_size=_positive_int("world-size", world_size), model=model)
@@ -104,6 +105,8 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
 @task(positional=["file"], help={"file": "training log to scan", "json": "print a JSON list"})
 def scan(c, file, json=False):
     """List error signatures in a training log; exit status 1 when one of them is fatal."""
+    from cvs_tasks.metrics import parse_file
+
     with user_errors(), _quiet_pipe():
         parser = parse_file(file)
         hits = parser.errors

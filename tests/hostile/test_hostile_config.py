@@ -1,12 +1,18 @@
 """Hostile configs and threshold files through the real CLI: `config.validate` and `all --dry-run`
 refuse each one the same way (exit 2, the file and dotted path named), with no traceback, no
-secret on the console, and nothing written: no run folder, no temp folder, no node folder."""
+secret on the console, and nothing written: no run folder, no temp folder, no node folder.
+
+Both commands refuse through one loader (`config.load_suite`), which the dry run calls before it
+builds anything. So every case goes through `config.validate` and through the loader itself, and
+one case per layer of the loader (JSON text, model field, sweep key, threshold file, placeholders,
+secrets) also through `all --dry-run`: one CLI process per case instead of two."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.hostile.hostile_helpers import KEYS, assert_refused
+from cvs_tasks.config import ConfigError, load_cluster, load_suite
+from tests.hostile.hostile_helpers import KEYS, LOCAL_CLUSTER, assert_refused
 
 INJECTED = "MBS=4,GBS=128,PRECISION=FP8\ntouch pwned #"
 
@@ -78,15 +84,28 @@ CASES = [
 ]
 
 
+# One case per layer of the loader, also run as `all --dry-run`.
+DRY_RUN_CASES = {"NaN-literal", "image-is-an-option", "newline-in-sweep-key", "nan-threshold", "placeholder-chain",
+                 "secret-env-name"}
+
+
 @pytest.mark.parametrize("case, edit, thresholds, raw, expected", CASES, ids=[c[0] for c in CASES])
 def test_validate_and_dry_run_refuse_alike_and_write_nothing(sandbox, case, edit, thresholds, raw, expected):
     config = sandbox.config(edit, thresholds=thresholds, raw=raw)
     checked = sandbox.validate(config)
     assert_refused(checked, *expected)
-    dry = sandbox.dry_run(config)
-    assert_refused(dry, *expected)
-    assert "touch pwned" not in dry.out  # no node command was printed, let alone one with the payload
+    with pytest.raises(ConfigError) as loaded:  # the loader both commands call first refuses it itself
+        load_suite(config, load_cluster(LOCAL_CLUSTER))
+    assert all(words in str(loaded.value) for words in expected), str(loaded.value)
+    if case in DRY_RUN_CASES:
+        dry = sandbox.dry_run(config)
+        assert_refused(dry, *expected)
+        assert "touch pwned" not in dry.out  # no node command was printed, let alone one with the payload
     assert sandbox.written() == []
+
+
+def test_the_dry_run_cases_name_real_cases():
+    assert DRY_RUN_CASES <= {c[0] for c in CASES}
 
 
 def test_a_single_config_on_two_hosts_is_refused_by_validate_as_by_the_run(sandbox, tmp_path):
