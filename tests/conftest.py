@@ -47,3 +47,20 @@ def testbed_cluster():
                          image=info.image, state_dir=info.state_dir)
     if os.environ.get("CVS_TESTBED_KEEP") != "1":
         cluster.down(state)
+
+
+def pytest_collection_finish(session):
+    """Start the Slurm time-limit step now if its test is selected: Slurm ends it 60-90 s later,
+    while the rest of the suite runs (`tests/integration/slurm/time_limit.py`)."""
+    if session.config.option.collectonly:
+        return
+    if any("slurm_time_limit_step" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.integration.slurm import time_limit
+
+        time_limit.start()
+
+
+def pytest_sessionfinish(session):
+    from tests.integration.slurm import time_limit
+
+    time_limit.stop()

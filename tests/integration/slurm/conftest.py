@@ -34,3 +34,14 @@ def slurm_conf() -> Path:
     finally:
         slurm.down(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_time_limit_step():
+    """The time-limited step the root conftest started after collection (started here if not)."""
+    from tests.integration.slurm import time_limit
+
+    started = time_limit.start()
+    if started.error:
+        pytest.fail(f"could not start the time-limited Slurm step: {started.error}", pytrace=False)
+    return started

@@ -99,19 +99,14 @@ def test_an_allocation_that_cannot_start_is_a_bounded_clear_failure(client):
     assert client.run(["squeue", "-h"]).stdout.strip() == ""
 
 
-def test_a_step_ended_by_the_time_limit_is_named_as_such(client, tmp_path):
-    """Slurm enforces limits in whole minutes and checks them every half minute: about 90 s."""
+def test_a_step_ended_by_the_time_limit_is_named_as_such(slurm_time_limit_step):
+    """Slurm enforces limits in whole minutes and checks them every half minute, so the step was
+    started when collection ended and has usually ended by now (`time_limit.py`)."""
     from cvs_tasks.jobs.watch import WatchOutcome
-    from cvs_tasks.lifecycle.slurm_step import SlurmStep
 
-    alloc = client.request(sc.AllocationRequest(nodes=2, job_name="cvs-test", time="1", wait_s=30))
-    try:
-        output = tmp_path / "srun.log"
-        step = SlurmStep(SlurmHosts(client, alloc).spread(["sleep 600", "sleep 600"], output), output)
-        assert step.process.wait(timeout=240) != 0
-        outcome = WatchOutcome("exited", "the job exited with status 143 on 2 node(s)", [], 0, 90.0)
-        step.finish(outcome)
-        assert step.cause == "the allocation hit its time limit"
-        assert outcome.reason == "Slurm: the allocation hit its time limit; the job exited with status 143 on 2 node(s)"
-    finally:
-        client.release(alloc.job_id)
+    step = slurm_time_limit_step.step
+    assert step.process.wait(timeout=240) != 0  # srun's own output says why (below)
+    outcome = WatchOutcome("exited", "the job exited with status 143 on 1 node(s)", [], 0, 90.0)
+    step.finish(outcome)
+    assert step.cause == "the allocation hit its time limit"
+    assert outcome.reason == "Slurm: the allocation hit its time limit; the job exited with status 143 on 1 node(s)"
