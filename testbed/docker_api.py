@@ -20,6 +20,7 @@ from cvs_tasks.errors import BadInput, InfraError
 
 try:
     import docker
+    from docker.constants import MINIMUM_DOCKER_API_VERSION
     from docker.errors import DockerException, ImageNotFound, NotFound
 except ImportError:
     raise BadInput("the testbed talks to its dockerd daemons through the docker SDK, which is not "
@@ -34,10 +35,12 @@ def socket_url(sock_path: Path) -> str:
 
 
 @contextmanager
-def client(docker_host: str, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[docker.DockerClient]:
-    """A client of one daemon (`unix:///…`), closed on exit; connection failures become InfraError."""
+def client(docker_host: str, timeout: float = REQUEST_TIMEOUT_S,
+           version: str | None = None) -> Iterator[docker.DockerClient]:
+    """A client of one daemon (`unix:///…`), closed on exit; connection failures become InfraError.
+    Without `version` the SDK first asks the daemon for its API version (one more request)."""
     try:
-        api = docker.DockerClient(base_url=docker_host, timeout=timeout)
+        api = docker.DockerClient(base_url=docker_host, timeout=timeout, version=version)
     except (DockerException, OSError) as exc:
         raise InfraError(f"dockerd at {docker_host} does not answer: {exc}") from None
     try:
@@ -51,9 +54,10 @@ def client(docker_host: str, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[doc
 
 
 def ping(docker_host: str, timeout: float = PING_TIMEOUT_S) -> bool:
-    """True when the daemon answers `/_ping` within `timeout`."""
+    """True when the daemon answers `/_ping` within `timeout`: one request per call (the oldest API
+    version every daemon still serves, so no version lookup first)."""
     try:
-        with client(docker_host, timeout) as api:
+        with client(docker_host, timeout, version=MINIMUM_DOCKER_API_VERSION) as api:
             return bool(api.ping())
     except InfraError:
         return False

@@ -21,7 +21,7 @@ from cvs_tasks.metrics import LogParser
 from cvs_tasks.metrics.signatures import CAUSE_RANK
 from cvs_tasks.run.events import NodeProgress
 from cvs_tasks.jobs.watch_state import (  # noqa: F401 - re-exported: callers import them from here
-    ConfigCheckFn, NodeState, Verdict, WatchOutcome, WatchSettings, WatchTarget,
+    ConfigCheckFn, NodeState, WatchOutcome, WatchSettings, WatchTarget,
 )
 
 Clock = Callable[[], float]

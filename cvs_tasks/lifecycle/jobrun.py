@@ -55,7 +55,7 @@ class JobResult:
 
 def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) -> JobResult:
     result = JobResult(job=job)
-    runtime = session.runtime()
+    session.runtime()  # connect first: on Slurm this binds the plan to the allocated nodes the launch uses
     try:
         yaml = primus_experiment(session, job)[0] if job.backend == "primus" else None
         launch = build_launch(job, primus_yaml=yaml)

@@ -10,7 +10,6 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 
 from . import checkpoint as ckpt
 from . import faults as ft

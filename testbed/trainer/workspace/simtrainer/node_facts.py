@@ -8,7 +8,6 @@ mounts) holds that node's own SIM_FAULT entries, e.g. ``slow=1.5`` or ``crash@3`
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path

@@ -168,7 +168,7 @@ class PrimusVoice(MegatronVoice):
                     + str({k[4:]: v for k, v in overrides.items()}),
                     f"[Primus:Runtime] Global logger initialized (rank=0, world_size={s.world})",
                     *pt.banner("Setup started."),
-                    f"[TrainRuntime] Loading trainer: stage=pretrain, trainer_class=MegatronPretrainTrainer")
+                    "[TrainRuntime] Loading trainer: stage=pretrain, trainer_class=MegatronPretrainTrainer")
         self._info0("print_rank_last_patches.py:88",
                     f"[Patch:megatron.training_log] ThroughputAverageExtension initialized with seq_len: {s.seq} "
                     f"world_size: {s.world} log_avg_skip_iterations: 2 log_avg_reset_interval: 50",
