@@ -26,33 +26,12 @@ from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan
 from cvs_tasks.run import RunDir
+from cvs_tasks.run.request import RunRequest
 from cvs_tasks.run.rundir import check_run_flag
 from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
 
-DEFAULT_REPORTS = "reports"
 SHIPPED_CLUSTER = Path("cluster") / "cluster.json"  # the repo's cluster file, edited in place
-
-
-@dataclass
-class RunRequest:
-    """What the user asked for on the command line (all optional)."""
-
-    config: str | None = None
-    cluster: str | None = None
-    run: str | None = None
-    suite: str | None = None
-    reports_dir: str | None = None
-    new: bool = False  # `invoke all` without --run starts a new run
-    check_config: bool = True  # teardown skips it: releasing nodes must work after an edit
-    dry_run: bool = False
-    force: bool = False
-
-    @property
-    def reports_root(self) -> Path:
-        if self.run and os.sep in self.run:
-            return Path(self.run).expanduser().resolve().parent
-        return Path(self.reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
 
 
 @dataclass
@@ -166,8 +145,7 @@ def _owner() -> str:
 
 def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore) -> Session:
     """Resolve the run directory for ``req`` and load its config; refuse a changed config."""
-    check_run_flag(req.run)
-    root = req.reports_root
+    root = req.reports_root  # req.run was checked when the request was built
     existing = _existing_run(req, root)
     if existing is not None:
         check_run_flag(existing.run_id)

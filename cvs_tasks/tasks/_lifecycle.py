@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from invoke.exceptions import Exit
 
+from cvs_tasks.run.request import RunRequest
 from cvs_tasks.run.stages import Stage
 from cvs_tasks.run.stages import stage as stage_row
 from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
-
-if TYPE_CHECKING:  # the lifecycle is imported when a task runs, not when `invoke --list` reads the tasks
-    from cvs_tasks.lifecycle.flow import RunRequest
 
 HELP = {
     "config": "Suite config JSON (default: cvs.config in invoke.yaml / INVOKE_CVS_CONFIG, else the latest run's)",
@@ -30,16 +28,12 @@ NO_COMBO = {k: v for k, v in HELP.items() if k != "combo"}
 
 def request(c, config=None, cluster=None, run=None, suite=None, dry_run=False, force=False, reports_dir=None,
             new=False) -> RunRequest:
-    """The run a task acts on: its flags, else Invoke's ``cvs.*`` configuration (``configured``)."""
-    from cvs_tasks.run.rundir import check_run_flag
-
+    """The run a task acts on: its flags, else Invoke's ``cvs.*`` configuration (``configured``).
+    A hostile ``--run`` is refused here, before the lifecycle code is imported."""
     with user_errors():
-        check_run_flag(run)  # a hostile --run is refused before the lifecycle is even imported
-    from cvs_tasks.lifecycle.flow import RunRequest
-
-    return RunRequest(config=configured(c, "config", config), cluster=configured(c, "cluster", cluster),
-                      run=run, suite=suite, dry_run=bool(dry_run), force=bool(force),
-                      reports_dir=configured(c, "reports_dir", reports_dir), new=new)
+        return RunRequest(config=configured(c, "config", config), cluster=configured(c, "cluster", cluster),
+                          run=run, suite=suite, dry_run=bool(dry_run), force=bool(force),
+                          reports_dir=configured(c, "reports_dir", reports_dir), new=new)
 
 
 def listener():
