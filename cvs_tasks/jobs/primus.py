@@ -176,26 +176,46 @@ def checkpoint_workspace(job: JobSpec) -> str | None:
     return None
 
 
+def typed(value: bool | int | None) -> str:
+    """An override's text that every supported Primus parser turns back into ``value``.
+
+    ``True`` / ``False`` / ``None`` and plain decimal ints: v0.4.0 and v0.5.0 evaluate the text,
+    v0.6.0 also maps ``true``/``false``, HEAD maps ``true``/``false``, exactly ``None`` and ints.
+    ``false``, ``null`` and ``none`` stay strings on some of them (a string 'false' is true in
+    Python; ``recompute_granularity='null'`` stops Megatron at start): docs/primus_overrides.md."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    return str(int(value))
+
+
+def _int_text(text: str) -> str:
+    """A whole number as ``typed`` spells it (``08`` would stay a string where Primus evaluates it);
+    any other text is passed quoted, as given, for Primus and Megatron to refuse."""
+    text = str(text).strip()
+    return typed(int(text)) if text.isascii() and text.isdigit() else q(text)
+
+
 def suite_overrides(job: JobSpec) -> str:
     """Sequence length, recompute and FSDP as overrides: values not passed come from the experiment
-    YAML (the 70B YAML turns FSDP2 on, the 405B one has no recompute), whatever the suite says."""
+    YAML (the 70B YAML turns FSDP2 on, the 405B one has no recompute), whatever the suite says.
+    Every value is spelled so each Primus version parses it to the Python value Megatron needs."""
     recompute = ("--recompute_granularity full --recompute_method uniform --recompute_num_layers 1"
-                 if job.param("recompute") == "1" else "--recompute_granularity null")
-    fsdp = "true" if job.param("fsdp") == "1" else "false"
-    return f" --seq_length {q(job.param('sequence_length'))} {recompute} --use_torch_fsdp2 {fsdp}"
+                 if job.param("recompute") == "1" else f"--recompute_granularity {typed(None)}")
+    fsdp = typed(job.param("fsdp") == "1")
+    return f" --seq_length {_int_text(job.param('sequence_length'))} {recompute} --use_torch_fsdp2 {fsdp}"
 
 
 def train_arguments(job: JobSpec, yaml_path: str) -> str:
     """``--config … --micro_batch_size … --tensor_model_parallel_size … [--save …|--load …]``."""
     args = (
-        f"--config {q(yaml_path)} --micro_batch_size {q(job.mbs)} "
-        f"--global_batch_size {q(job.gbs)} --train_iters {job.iterations} "
-        f"--tensor_model_parallel_size {q(job.param('tensor_parallelism'))} "
-        f"--pipeline_model_parallel_size {q(job.param('pipeline_parallelism'))}"
+        f"--config {q(yaml_path)} --micro_batch_size {_int_text(job.mbs)} "
+        f"--global_batch_size {_int_text(job.gbs)} --train_iters {typed(job.iterations)} "
+        f"--tensor_model_parallel_size {_int_text(job.param('tensor_parallelism'))} "
+        f"--pipeline_model_parallel_size {_int_text(job.param('pipeline_parallelism'))}"
         f"{suite_overrides(job)}{precision_override(job, yaml_path)}"
     )
     if job.save_interval:
-        args += f" --save --save_interval {job.save_interval}"
+        args += f" --save --save_interval {typed(job.save_interval)}"
     if job.load_dir:
         args += f" --load {q(job.load_dir)}"
         if job.distributed:

@@ -33,7 +33,7 @@ export LOG_DIR=/home/alice/LOGS/megatron
 export PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32=1
 export NVTE_CK_IS_V3_ATOMIC_FP32=1
 cd /workspace/Primus || {{ echo 'cvs-tasks: cannot cd to /workspace/Primus (train_params.primus_root)' >&2; cvs_finish 1; }}
-NODE_RANK=0 bash runner/primus-cli direct --log_file {LOGS}/out-node0/training.log -- train pretrain --config {YAML} --micro_batch_size 4 --global_batch_size 128 --train_iters 20 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity null --use_torch_fsdp2 false
+NODE_RANK=0 bash runner/primus-cli direct --log_file {LOGS}/out-node0/training.log -- train pretrain --config {YAML} --micro_batch_size 4 --global_batch_size 128 --train_iters 20 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False
 cvs_finish "$?"
 """
 
@@ -67,14 +67,14 @@ def test_launch_sends_the_launcher_console_to_console_log_not_training_log():
 def test_tp_pp_come_from_train_params():
     job = with_params(primus_job(), tensor_parallelism="8", pipeline_parallelism="2")
     line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
-    assert line.endswith("--tensor_model_parallel_size 8 --pipeline_model_parallel_size 2 --seq_length 8192 --recompute_granularity null --use_torch_fsdp2 false")
+    assert line.endswith("--tensor_model_parallel_size 8 --pipeline_model_parallel_size 2 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False")
 
 
 def test_tp_pp_default_to_one_when_absent():
     params = {"model_name": "llama3.1_8B"}
     line = _run_line(build_launch(primus_job(train_params=params), primus_yaml=YAML)
                      .nodes[0].script_text)
-    assert line.endswith("--tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity null --use_torch_fsdp2 false")
+    assert line.endswith("--tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False")
 
 
 def test_sweep_overlay_values_win():
@@ -97,7 +97,7 @@ def test_save_phase_sets_workspace_and_save_flags():
         "cd /workspace/Primus || "
     ) in script
     assert _run_line(script).endswith(
-        "--train_iters 21 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity null --use_torch_fsdp2 false "
+        "--train_iters 21 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False "
         "--save --save_interval 20")
 
 
@@ -108,7 +108,7 @@ def test_resume_phase_loads_without_saving():
     script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
     assert f"export PRIMUS_WORKSPACE={ckpt}\n" in script
     assert _run_line(script).endswith(
-        f"--pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity null --use_torch_fsdp2 false --load {ckpt}/checkpoints")
+        f"--pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False --load {ckpt}/checkpoints")
     assert "--save" not in script
 
 
@@ -217,13 +217,13 @@ def test_sequence_length_recompute_and_fsdp_are_overrides_so_the_suite_config_wi
                                    "fsdp": "1"})
     line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
     assert line.endswith("--seq_length 4096 --recompute_granularity full --recompute_method uniform "
-                         "--recompute_num_layers 1 --use_torch_fsdp2 true")
+                         "--recompute_num_layers 1 --use_torch_fsdp2 True")
 
 
 @pytest.mark.parametrize("yaml, precision, tail", [
-    ("examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml", "FP8", "--use_torch_fsdp2 false"),  # v0.6.0+
-    ("examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml", "FP8", "--use_torch_fsdp2 false --fp8 hybrid"),  # v0.5.0
-    ("examples/megatron/configs/llama3.1_8B-pretrain.yaml", "BF16", "--use_torch_fsdp2 false"),  # v0.4.0
+    ("examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml", "FP8", "--use_torch_fsdp2 False"),  # v0.6.0+
+    ("examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml", "FP8", "--use_torch_fsdp2 False --fp8 hybrid"),  # v0.5.0
+    ("examples/megatron/configs/llama3.1_8B-pretrain.yaml", "BF16", "--use_torch_fsdp2 False"),  # v0.4.0
 ])
 def test_each_primus_layout_gets_the_precision_the_way_it_reads_it(yaml, precision, tail):
     job = primus_job(precision=precision, label=f"MBS=4,GBS=128,PRECISION={precision}")

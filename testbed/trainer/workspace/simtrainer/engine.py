@@ -80,7 +80,8 @@ class Engine:
             self.group.close()
 
     def _assert_layout(self, before_dump: bool) -> None:
-        """Megatron's start-up assertions (validate_args, then the micro-batch calculator)."""
+        """Megatron's start-up assertions (validate_args, then the micro-batch calculator), then what the
+        frontend found Megatron would raise (`spec.startup_errors`: before or after the dump)."""
         s = self.spec
         model_parallel = s.tp * s.pp
         if before_dump and s.world % model_parallel:
@@ -90,6 +91,9 @@ class Engine:
         if not before_dump and s.global_batch % (s.micro_batch * dp):
             self._fail(_assertion(f"global batch size ({s.global_batch}) is not divisible by micro batch size "
                                   f"({s.micro_batch}) times data parallel size ({dp})"), "batch size assertion", 1)
+        for error in s.startup_errors:
+            if error.before_dump == before_dump:
+                self._fail(_traceback(error.exception), error.reason, 1)
 
     def _join(self) -> None:
         s = self.spec
@@ -228,10 +232,14 @@ class Engine:
 
 
 def _assertion(message: str) -> list[str]:
+    return _traceback(f"AssertionError: {message}")
+
+
+def _traceback(exception: str) -> list[str]:
     return ["Traceback (most recent call last):",
             '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 283, in <module>',
             "    pretrain(",
-            f"AssertionError: {message}"]
+            exception]
 
 
 def install_signal_handlers() -> None:

@@ -3,7 +3,9 @@
 cwd is the Primus root and the YAML path is relative to it. Worker lines are tee'd into
 `--log_file`; the runner's own lines go to the console only. Checkpoints live in
 `<workspace>/<work_group>/<user_name>/<exp_name>/checkpoints` as the YAML resolves them
-(empty parts skipped): a value the YAML pins wins over the PRIMUS_* variables.
+(empty parts skipped): a value the YAML pins wins over the PRIMUS_* variables. Overrides are parsed
+as the Primus version in SIM_PRIMUS_VERSION parses them (primus_overrides), and what Megatron
+refuses at start (a string recompute_granularity, FSDP2 with the distributed optimizer) fails here too.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from . import primus_overrides as po
 from . import primus_text as pt
 from .engine import Engine, install_signal_handlers
 from .models import model_by_name
@@ -47,29 +50,6 @@ def _placeholder(match: re.Match, env: dict) -> str:
     if default is None:
         raise SystemExit(f"ValueError: Environment variable '{name}' is required but not set.")
     return default
-
-
-def parse_overrides(tokens: list[str]) -> dict[str, object]:
-    """`--key value`, `--flag` and `key=value` forms, as Primus merges them."""
-    out: dict[str, object] = {}
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token.startswith("--"):
-            key = token[2:]
-            if "=" in key:
-                key, value = key.split("=", 1)
-                out[key] = value
-            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-                out[key] = tokens[i + 1]
-                i += 1
-            else:
-                out[key] = True
-        elif "=" in token:
-            key, value = token.split("=", 1)
-            out[key] = value
-        i += 1
-    return out
 
 
 def split_command(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -126,8 +106,23 @@ def spec_from(config_path: Path, yaml_values: dict[str, str], overrides: dict[st
     if load and load not in ("null", True):
         spec.load_dir = Path(str(load))
     spec.disable_last_saving = str(merged.get("disable_last_saving", "true")).lower() == "true"
-    spec.extra_args = {f"cli:{k}": v for k, v in overrides.items()}
+    checked = megatron_values(yaml_values, overrides)
+    spec.startup_errors = po.megatron_refusals(checked)
+    spec.extra_args = {**checked, **{f"cli:{k}": v for k, v in overrides.items()}}
     return apply_common_env(spec, env)
+
+
+# The pre_trainer module preset's values under the experiment YAML (Primus v0.5.0 and later).
+PRESET = {"use_torch_fsdp2": False, "use_distributed_optimizer": True, "recompute_granularity": None}
+
+
+def megatron_values(yaml_values: dict[str, str], overrides: dict[str, object]) -> dict[str, object]:
+    """The values Megatron checks at start: preset, then the YAML (typed as YAML loads it), then the
+    overrides as the chosen Primus version parsed them, set as they are (no null-to-None step)."""
+    values = dict(PRESET)
+    values.update({k: po.yaml_scalar(yaml_values[k]) for k in PRESET if k in yaml_values})
+    values.update({k: overrides[k] for k in PRESET if k in overrides})
+    return values
 
 
 def main(argv: list[str]) -> int:
@@ -145,7 +140,7 @@ def main(argv: list[str]) -> int:
         if python_cli[:2] != ["train", "pretrain"]:
             runner("ERROR", f"[direct] unsupported command: {' '.join(python_cli[:2]) or '(none)'}")
             return EXIT_BAD_CONFIG
-        overrides = parse_overrides(python_cli[2:])
+        overrides = po.parse(po.version_from(env), python_cli[2:])
         config = overrides.pop("config", None)
         if not isinstance(config, str):
             runner("ERROR", "[direct] train pretrain needs --config <experiment yaml>")

@@ -43,6 +43,7 @@ class JobSpec:
     disable_last_saving: bool = True
     exit_interval: int | None = None  # Megatron's --exit-interval: stop after this iteration
     extra_args: dict = field(default_factory=dict)
+    startup_errors: list = field(default_factory=list)  # what Megatron raises at start (primus_overrides)
 
     @property
     def world(self) -> int:
