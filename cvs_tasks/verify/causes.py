@@ -47,3 +47,26 @@ def likely_cause(launcher: str, script: str, param: str) -> str:
     if known:
         return known.format(script=script)
     return f"{script} did not pass {VARIABLE.get(param, param)} through to the trainer as the wrapper set it"
+
+
+# What a string under a bool argument turns on when Megatron reads it by truthiness.
+STRING_ON = {"use_torch_fsdp2": "FSDP2 is on", "use_custom_fsdp": "custom FSDP is on",
+             "use_megatron_fsdp": "Megatron FSDP is on", "mock_data": "mock data is on"}
+STRING_SOURCE = {
+    "primus": "Primus sets an override or YAML value as its parser left it: a spelling this version keeps "
+              "as text (docs/primus_overrides.md); pass True, False, None or a plain number",
+}
+
+
+def string_cause(launcher: str, script: str, name: str, text: str) -> str:
+    """Why a typed argument that reached the trainer as text `text` is not what it looks like."""
+    if name == "recompute_granularity":
+        effect = (f"{text!r} is the string {text!r}, not None: Megatron's TransformerConfig raises "
+                  f"'When using recompute_granuarlity: {text} must be \"full\"or \"selective\".' at start")
+    elif name in STRING_ON:
+        effect = (f"{text!r} is the string {text!r}, which is true in Python: {STRING_ON[name]}" if text else
+                  "'' is the empty string, which is false in Python")
+    else:
+        effect = f"{text!r} is the string {text!r}, not a number Megatron can use"
+    source = STRING_SOURCE.get(launcher, f"{script} passed it to the trainer as text")
+    return f"{effect} ({source})"

@@ -12,8 +12,8 @@ from typing import Any
 
 from cvs_tasks.jobs.families import megatron_family, normalise_precision
 from cvs_tasks.jobs.spec import JobSpec
-from cvs_tasks.verify.causes import likely_cause
-from cvs_tasks.verify.effective import EffectiveConfig
+from cvs_tasks.verify.causes import likely_cause, string_cause
+from cvs_tasks.verify.effective import BOOL_ARGS, INT_ARGS, EffectiveConfig
 
 
 @dataclass(frozen=True)
@@ -127,15 +127,49 @@ def check_effective(asked: Asked, effective: EffectiveConfig | None) -> ConfigCh
     for name in ("recompute", "fsdp"):
         want, got = getattr(asked, name), getattr(effective, name)
         running = got not in (None, "none", False) if got is not None else None
-        if want is not None and running is not None and want != running:
+        if want is not None and running is not None and want != running and not _explained(effective, name):
             found.append((name, _on_off(want, name), got if isinstance(got, str) else _on_off(got, name)))
-    if asked.mock_data is not None and effective.mock_data is not None and asked.mock_data != effective.mock_data:
+    if (asked.mock_data is not None and effective.mock_data is not None and asked.mock_data != effective.mock_data
+            and not _explained(effective, "mock_data")):
         found.append(("mock_data", asked.mock_data, effective.mock_data))
     if asked.tokenizers and effective.tokenizer and effective.tokenizer not in asked.tokenizers:
         found.append(("tokenizer", asked.tokenizers[0], effective.tokenizer))
     mismatches = [Mismatch(name, want, got, likely_cause(asked.launcher, asked.script, name))
                   for name, want, got in found]
-    return ConfigCheck(effective, mismatches)
+    return ConfigCheck(effective, _string_mismatches(asked, effective) + mismatches)
+
+
+# The typed arguments behind each compared parameter: a string among them is that difference's cause.
+_ARGUMENTS = {"fsdp": ("use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"),
+              "recompute": ("recompute_granularity",), "mock_data": ("mock_data",)}
+
+
+def _explained(effective: EffectiveConfig, param: str) -> bool:
+    return any(name in effective.strings for name in _ARGUMENTS[param])
+
+
+def _asked_value(asked: Asked, name: str) -> tuple[bool, Any]:
+    """(asked?, the Python value the harness wants Megatron to hold for argument `name`)."""
+    if name == "recompute_granularity":
+        return asked.recompute is not None, "full" if asked.recompute else None
+    if name in BOOL_ARGS:
+        value = asked.mock_data if name == "mock_data" else asked.fsdp
+        return value is not None, value
+    if name in INT_ARGS:
+        value = getattr(asked, name)
+        return value is not None, value
+    return False, None
+
+
+def _string_mismatches(asked: Asked, effective: EffectiveConfig) -> list[Mismatch]:
+    """Each asked argument that reached the trainer as a string: compared by type, not by spelling
+    (`use_torch_fsdp2 'false'` is on, whatever it reads like)."""
+    found = []
+    for name, text in effective.strings.items():
+        was_asked, want = _asked_value(asked, name)
+        if was_asked:
+            found.append(Mismatch(name, want, repr(text), string_cause(asked.launcher, asked.script, name, text)))
+    return found
 
 
 def _iterations(effective: EffectiveConfig) -> int | None:
