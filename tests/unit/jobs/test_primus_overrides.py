@@ -42,8 +42,8 @@ def test_the_transcription_follows_the_doc_table_cell_by_cell(version):
     for spelling in SPELLINGS:
         want = ast.literal_eval(row[spelling])
         assert _same(coerce(version, spelling), want), (version, spelling, row[spelling])
-    flag = parse(version, ["--save", "--save_interval", "7"]).get("save")
-    assert flag == ("--save_interval" if row["bare `--flag`"] == "eats the next token" else ast.literal_eval(row["bare `--flag`"]))
+    flag, cell = parse(version, ["--save", "--save_interval", "7"]).get("save"), row["bare `--flag`"]
+    assert flag == ("--save_interval" if cell == "eats the next token" else ast.literal_eval(cell))
     assert parse(version, ["train_iters=7"]) == ({"train_iters": 7} if row["key=value"] == "read" else {})
 
 

@@ -90,5 +90,6 @@ def test_the_watcher_fails_the_job_as_soon_as_the_dump_with_the_string_is_read()
     node = Node(script=[primus_dump(use_torch_fsdp2="false"), iteration(1, 4)], complete=False)
     outcome, _, _ = watch_checked([node], lambda args: check_effective(asked, effective_from_arguments(args, 8)))
     assert outcome.status == "mismatch" and not outcome.ok
-    assert outcome.reason.startswith("node n0: the trainer does not run what was asked: use_torch_fsdp2 'false' != "
-                                     "False (asked): 'false' is the string 'false', which is true in Python: FSDP2 is on")
+    assert outcome.reason.startswith("node n0: the trainer does not run what was asked: use_torch_fsdp2 'false' "
+                                     "!= False (asked): 'false' is the string 'false', which is true in Python: "
+                                     "FSDP2 is on")

@@ -42,7 +42,8 @@ def test_fsdp2_false_as_text_is_on_where_primus_keeps_the_string_and_asserts_wit
     run = run_sim(primus_cmd(CONFIG_8B, *SHORT, "--use_torch_fsdp2", "false"),
                   sim_env(SIM_PRIMUS_VERSION=version), cwd=PRIMUS_ROOT)
     assert (run.code != 0) is fails, run.text[-1500:]
-    assert ("AssertionError: --use-torch-fsdp2 is not supported with MCore's distributed optimizer" in run.text) is fails
+    assertion = "AssertionError: --use-torch-fsdp2 is not supported with MCore's distributed optimizer"
+    assert (assertion in run.text) is fails
     if fails:
         assert _arg(run.text, "use_torch_fsdp2") is None  # validate_args asserts before the dump
     else:
