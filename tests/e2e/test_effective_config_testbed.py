@@ -92,3 +92,22 @@ def test_primus_405b_resumes_from_the_folder_its_yaml_pins(testbed_cluster, repo
     resume_log = (res.run_dir / ckpt["artifacts"]["resume node 0 log"]).read_text()
     assert "/ckpt_primus/exp-llama3_405B-pretrain/checkpoints at iteration 10" in resume_log
     assert res.code == 0, res.out + res.err
+
+
+def test_primus_v05_overrides_reach_the_trainer_typed_and_the_run_passes(testbed_cluster, reports, tmp_path):
+    """Under the override parser of Primus v0.5.0 (rocm/primus:v25.10), where `false` and `null` stay
+    strings, the harness's `--use_torch_fsdp2 False --recompute_granularity None` read back as off."""
+    def edit(cfg):
+        cfg["container"]["env"]["SIM_PRIMUS_VERSION"] = "v0.5.0"
+        cfg["checkpoint"]["enforce"] = False
+        _one_combo(cfg)
+
+    cfg = edited_config(CONFIGS / "sim_primus_single.json", tmp_path, edit)
+    combo = json.loads(cfg.read_text())["sweep"]["runs"][0]
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    assert res.code == 0, res.out + res.err
+    assert res.record("smoke")["status"] == "PASS"
+    training = res.record("training", combo)
+    assert training["status"] == "PASS" and training["data"]["config_mismatches"] == []
+    effective = training["data"]["effective_config"]
+    assert (effective["recompute"], effective["fsdp"], effective.get("strings", {})) == ("none", False, {})
