@@ -27,7 +27,7 @@ from cvs_tasks.errors import BadInput
 from cvs_tasks.metrics import grammar, lines
 from cvs_tasks.metrics.curve import Batch, Curve
 from cvs_tasks.metrics.fieldchecks import FieldChecks
-from cvs_tasks.metrics.iteration import Iteration, prefix_stamp
+from cvs_tasks.metrics.iteration import Iteration, prefix_clock, prefix_stamp
 from cvs_tasks.metrics.runstats import RunStats
 from cvs_tasks.metrics.signatures import ANCHORS as SIGNATURE_ANCHORS
 from cvs_tasks.metrics.signatures import MAX_TEXT, ITERATION_SIGNATURES, ErrorHit, Scanner, clean
@@ -218,8 +218,9 @@ class LogParser(ParserViews):
         if gbs is None:  # the line's own GBS, else the dump's, else the one given
             fallback_gbs = self.global_batch_size
             gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
+        clocks = [prefix_clock(prefix_text(others[j])) for j in rows.index] if self.stats.probing(rows.steps) else None
         self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
-                       rows.col("mem"), gbs)
+                       rows.col("mem"), gbs, clocks)
         for k, name in self._fields.check(rows):
             cls, fatal = ITERATION_SIGNATURES[name]
             j = rows.index[k]

@@ -7,6 +7,13 @@ of 15550) drops the first 155 steps after the restart, not 10 % of the whole pla
 is past the warm-up (a run that died at step 5 of 50) the metrics come from the steps after the
 first one, else from the only step; ``basis`` says which steps were used.
 
+Printed running averages: a step whose printed time is longer than the wall time since the
+previous logged step (the lines' own time stamps, at their resolution, with ``RATIO`` slack) did
+not take that long: the number is an average over earlier steps (Primus prints a cumulative
+average on its first steps, e.g. 15 624 ms on step 2 of a run whose steps take 750 ms). Such steps
+of the first ``PROBE`` steps of an attempt are kept out of the steady metrics: they extend the
+warm-up when they follow it, else they are set aside alone (``averaged_steps``).
+
 Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
 of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``).
 Memory therefore grows with the number of distinct printed values (bounded by the printed
@@ -27,6 +34,8 @@ from operator import eq, le, ne
 from cvs_tasks.metrics.aggregate import percentile_of_counts
 
 ECHO = 16  # a step at most this far behind the last one is a late echo, not a restart
+PROBE = 16  # steps after an attempt's first whose printed time is checked against the time stamps
+RATIO = 1.5  # printed time > RATIO x the wall time since the previous step: not this step's own time
 _INF = math.inf
 
 
@@ -127,10 +136,18 @@ class RunStats:
         self.cutoff: int | None = None
         self.last: int | None = None
         self.first, self.warm, self.steady = Sums(), Sums(), Sums()
+        self.averaged: list[int] = []  # steps whose printed time is a running average (see module doc)
+        self._clock: tuple[int, float, float] | None = None  # (step, seconds, resolution) of the last probed line
 
-    def add(self, steps, totals, ms, tf, tok, mem, gbs) -> None:
-        """Columns of one group of lines in log order (``None`` for a field not printed)."""
-        cols = [steps, totals, ms, tf, tok, mem, gbs]
+    def probing(self, steps) -> bool:
+        """Whether lines with these steps need their time stamps (``add``'s ``clocks``)."""
+        return (self.start is None or steps[0] <= self.start + PROBE
+                or (self.last is not None and min(steps) < self.last - ECHO))
+
+    def add(self, steps, totals, ms, tf, tok, mem, gbs, clocks=None) -> None:
+        """Columns of one group of lines in log order (``None`` for a field not printed);
+        ``clocks``: (seconds, resolution) per line, needed while ``probing``."""
+        cols = [steps, totals, ms, tf, tok, mem, gbs, clocks]
         if len(steps) > 1 and any(map(eq, steps[1:], steps[:-1])):  # a step printed twice in a row
             first = [True] + list(map(ne, steps[1:], steps[:-1]))
             cols = [None if c is None else list(compress(c, first)) for c in cols]
@@ -148,18 +165,46 @@ class RunStats:
             if i < b:
                 self._add_sorted(*cols, i, b)
 
-    def _add_sorted(self, steps, totals, ms, tf, tok, mem, gbs, i: int, j: int) -> None:
+    def _add_sorted(self, steps, totals, ms, tf, tok, mem, gbs, clocks, i: int, j: int) -> None:
         i0 = i
+        cols = (steps, ms, tf, tok, mem, gbs)
         if self.start is None:
             self.start = steps[i]
             self.cutoff = warmup_end(steps[i], totals[i])
-            self.first.add(*_cut((steps, ms, tf, tok, mem, gbs), i, i + 1))
+            self.first.add(*_cut(cols, i, i + 1))
             i += 1
+        averaged = self._averaged(steps, ms, clocks, i0, j) if clocks is not None else []
+        for k in averaged:  # a running average right after the warm-up extends it
+            if steps[k] == self.cutoff + 1:
+                self.cutoff += 1
         mid = max(i, min(j, bisect_right(steps, self.cutoff, i, j)))
-        self.warm.add(*_cut((steps, ms, tf, tok, mem, gbs), i, mid))
-        self.steady.add(*_cut((steps, ms, tf, tok, mem, gbs), mid, j))
+        self.warm.add(*_cut(cols, i, mid))
+        alone = [k for k in averaged if k >= mid]
+        if alone:
+            self.warm.add(*_pick(cols, alone))
+            self.steady.add(*_pick(cols, [k for k in range(mid, j) if k not in alone]))
+        else:
+            self.steady.add(*_cut(cols, mid, j))
+        self.averaged.extend(steps[k] for k in averaged)
         self.last = steps[j - 1]
         self.counted += j - i0
+
+    def _averaged(self, steps, ms, clocks, i: int, j: int) -> list[int]:
+        """Rows of ``i..j`` within the probe whose printed time exceeds the wall time since the line before."""
+        found = []
+        for k in range(i, j):
+            if steps[k] > self.start + PROBE:
+                break
+            seconds, resolution = clocks[k]
+            if seconds != seconds:
+                continue
+            before, self._clock = self._clock, (steps[k], seconds, resolution)
+            if before is None:
+                continue
+            wall_ms = (seconds - before[1] + max(resolution, before[2])) * 1000.0
+            if wall_ms > 0.0 and ms[k] * (steps[k] - before[0]) > RATIO * wall_ms:
+                found.append(k)
+        return found
 
     def basis(self) -> tuple[str, Sums]:
         """Which steps the metrics use: ``steady``, ``after_first_step`` or ``first_step``."""
@@ -175,8 +220,12 @@ class RunStats:
     def describe(self) -> dict:
         name, sums = self.basis()
         return {"basis": name, "first_step": sums.first, "last_step": sums.last, "count": sums.count,
-                "warmup_cutoff": self.cutoff, "restarts": self.restarts}
+                "warmup_cutoff": self.cutoff, "averaged_steps": list(self.averaged), "restarts": self.restarts}
 
 
 def _cut(cols, i: int, j: int):
     return [None if c is None else c[i:j] for c in cols]
+
+
+def _pick(cols, rows: list[int]):
+    return [None if c is None else [c[k] for k in rows] for c in cols]
