@@ -46,10 +46,10 @@ def warmup_cutoff(planned: int | None, last_step: int | None) -> int:
     return max(1, int(0.1 * basis))
 
 
-def derived_tokens(gbs: float, elapsed_ms: float, seq_length: int | None,
+def derived_tokens(gbs: float | None, elapsed_ms: float, seq_length: int | None,
                    world_size: int | None) -> float | None:
     """tok/s/GPU = GBS * seq / (elapsed_s * world); None when an input is unknown or not > 0."""
-    if not seq_length or not world_size or not (gbs > 0) or not (0 < elapsed_ms < math.inf):
+    if not seq_length or not world_size or gbs is None or not (gbs > 0) or not (0 < elapsed_ms < math.inf):
         return None
     return gbs * seq_length * 1000.0 / (elapsed_ms * world_size)
 

@@ -11,8 +11,8 @@ Printed running averages: a step whose printed time is longer than the wall time
 previous logged step (the lines' own time stamps, at their resolution, with ``RATIO`` slack) did
 not take that long: the number is an average over earlier steps (Primus prints a cumulative
 average on its first steps, e.g. 15 624 ms on step 2 of a run whose steps take 750 ms). Such steps
-of the first ``PROBE`` steps of an attempt are kept out of the steady metrics: they extend the
-warm-up when they follow it, else they are set aside alone (``averaged_steps``).
+of the first ``PROBE`` steps of an attempt count in no metric (``averaged_steps``); when they
+follow the warm-up they also extend it.
 
 Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
 of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``).
@@ -178,13 +178,11 @@ class RunStats:
             if steps[k] == self.cutoff + 1:
                 self.cutoff += 1
         mid = max(i, min(j, bisect_right(steps, self.cutoff, i, j)))
-        self.warm.add(*_cut(cols, i, mid))
-        alone = [k for k in averaged if k >= mid]
-        if alone:
-            self.warm.add(*_pick(cols, alone))
-            self.steady.add(*_pick(cols, [k for k in range(mid, j) if k not in alone]))
-        else:
-            self.steady.add(*_cut(cols, mid, j))
+        for sums, a, b in ((self.warm, i, mid), (self.steady, mid, j)):
+            if averaged and a < b and averaged[-1] >= a and averaged[0] < b:
+                sums.add(*_pick(cols, [k for k in range(a, b) if k not in averaged]))
+            else:
+                sums.add(*_cut(cols, a, b))
         self.averaged.extend(steps[k] for k in averaged)
         self.last = steps[j - 1]
         self.counted += j - i0
