@@ -1,9 +1,8 @@
 """Exact run metrics over a log of any length, kept as streaming sums.
 
-Warm-up rule: a run (or the part of a log after a restart) that starts at step S0 with planned
-count P treats its first ``max(1, int(0.1 * (P - S0 + 1)))`` steps as warm-up; a fresh run
-(S0 = 1) therefore drops steps ``<= max(1, int(0.1 * P))`` and a resumed one (first step 14001
-of 15550) drops the first 155 steps after the restart, not 10 % of the whole plan. When no step
+Warm-up rule (``aggregate.warmup_cutoff``, applied to each attempt): a run, or the part of a log
+after a restart, that starts at step S0 with planned count P treats its first
+``max(1, int(0.1 * (P - S0 + 1)))`` steps as warm-up. When no step
 is past the warm-up (a run that died at step 5 of 50) the metrics come from the steps after the
 first one, else from the only step; ``basis`` says which steps were used.
 
@@ -31,7 +30,7 @@ from fractions import Fraction
 from itertools import compress
 from operator import eq, le, ne
 
-from cvs_tasks.metrics.aggregate import percentile_of_counts
+from cvs_tasks.metrics.aggregate import percentile_of_counts, warmup_cutoff
 
 ECHO = 16  # a step at most this far behind the last one is a late echo, not a restart
 PROBE = 16  # steps after an attempt's first whose printed time is checked against the time stamps
@@ -117,12 +116,6 @@ def _reciprocals(counts: Counter) -> tuple[int, Fraction]:
     return sum(counts.values()), sum((c / Fraction(v) for v, c in counts.items()), Fraction(0))
 
 
-def warmup_end(start: int, planned: int | None) -> int:
-    """Last warm-up step of a run starting at ``start`` with ``planned`` iterations."""
-    remaining = (planned - start + 1) if planned else 1
-    return start - 1 + max(1, int(0.1 * max(remaining, 0)))
-
-
 class RunStats:
     """Feeds rows in log order into first-step / warm-up / steady sums of the latest attempt."""
 
@@ -170,7 +163,7 @@ class RunStats:
         cols = (steps, ms, tf, tok, mem, gbs)
         if self.start is None:
             self.start = steps[i]
-            self.cutoff = warmup_end(steps[i], totals[i])
+            self.cutoff = warmup_cutoff(totals[i], None, steps[i])
             self.first.add(*_cut(cols, i, i + 1))
             i += 1
         averaged = self._averaged(steps, ms, clocks, i0, j) if clocks is not None else []

@@ -5,10 +5,20 @@ Lines are written for these tests from the shapes bash, zsh, Slurm, Primus' runn
 Python print (pids, scripts, hosts and paths made up).
 """
 
-import pytest
+import subprocess
+import sys
+from pathlib import Path
 
-from cvs_tasks.metrics import LogParser, scan_lines
+import pytest
+from invoke import Context
+from invoke.exceptions import Exit
+
+from cvs_tasks.metrics import LogParser, parse_file, scan_lines
 from cvs_tasks.metrics.signatures import announces_traceback, origin
+from cvs_tasks.tasks.logs import scan as scan_task
+
+REPO = Path(__file__).resolve().parents[3]
+FIXTURES = REPO / "tests" / "fixtures" / "logs"
 
 PREFIXES = ["", "0: ", "3: [default3]: ", "[rank3]: ", "2026-11-30T04:12:55.123456Z ", "gpu-node-07: "]
 
@@ -178,3 +188,48 @@ def test_a_handled_traceback_does_not_cover_another_ranks_exception():
             "[rank6]: ValueError: unrelated failure\n")
     parser = parse(text)
     assert [h.line for h in parser.fatal_errors] == [4, 5]
+
+
+# --- the round-3 fixtures, through the pure parser, the task and the invoke CLI ----------------------
+
+FAILING = [  # fixture, root cause, its line, a word of its text
+    ("fail_launcher_script_not_found.log", "launcher_error", 2, "Script not found"),
+    ("fail_shell_killed.log", "shell_job_killed", 31, "1948759 Killed"),
+    ("fail_no_space.log", "disk_full", 33, "No space left on device"),
+    ("fail_traceback_after_warning.log", "python_exception", 33, "KeyError: 'lm loss'"),
+]
+
+
+@pytest.mark.parametrize("name, cause, line, words", FAILING)
+def test_each_round3_failure_log_has_its_root_cause(fixture_log, name, cause, line, words):
+    found = parse_file(fixture_log(name)).root_cause
+    assert (found.name, found.line) == (cause, line) and words in found.text and found.hint
+
+
+@pytest.mark.parametrize("name, cause, line, words", FAILING)
+def test_logs_scan_task_exits_1_naming_the_cause(fixture_log, capsys, name, cause, line, words):
+    with pytest.raises(Exit) as exc:
+        scan_task(Context(), str(fixture_log(name)))
+    assert exc.value.code == 1 and f"{cause} at line {line}" in exc.value.message
+    assert words in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, cause, line", [(n, c, ln) for n, c, ln, _ in FAILING[:2]])
+def test_invoke_logs_scan_on_the_command_line(fixture_log, name, cause, line):
+    done = subprocess.run([sys.executable, "-m", "invoke", "logs.scan", str(fixture_log(name))], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert f"fatal error signature in {fixture_log(name)}: {cause} at line {line}" in done.stderr
+
+
+def test_the_noisy_clean_log_has_no_fatal_hit_and_completes(fixture_log):
+    parser = parse_file(fixture_log("clean_noisy_launchers.log"))
+    assert parser.fatal_errors == [] and parser.root_cause is None and parser.completed
+    assert [h.name for h in parser.errors] == ["nccl_warning"]
+
+
+def test_no_clean_fixture_has_a_fatal_hit(fixture_log):
+    clean = sorted(p.name for p in FIXTURES.glob("*.log") if not p.name.startswith("fail_"))
+    assert len(clean) >= 13
+    for name in clean:
+        assert parse_file(fixture_log(name)).fatal_errors == [], name

@@ -128,3 +128,17 @@ def test_a_restarted_attempt_is_probed_again():
     # the retry never left its warm-up (10 % of 100): the steps after its first, step 2 left out
     assert (used["basis"], used["count"]) == ("after_first_step", 8)
     assert parser.metrics()["training.elapsed_time_per_iteration"] == pytest.approx(800.0)
+
+
+def test_the_readme_states_the_warm_up_rule_the_code_applies():
+    from pathlib import Path
+
+    from cvs_tasks.metrics import warmup_cutoff
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    assert "`max(1, int(10 % of the steps it runs))`" in readme
+    assert "resumed at step 14001 of 15550 drops 14001-14155" in readme
+    assert warmup_cutoff(15550, None, 14001) == 14155
+    assert warmup_cutoff(50, None) == 5 and warmup_cutoff(10, None) == 1 and warmup_cutoff(None, 7, 5) == 5
+    times = [2000.0] + [800.0] * 1549
+    text = "".join(line(s, 15550, f"{t:.1f}") for s, t in zip(range(14001, 15551), times))
+    assert parse(text).warmup_cutoff == 14155
