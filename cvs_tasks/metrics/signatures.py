@@ -71,8 +71,10 @@ _SHELL_JOB = r"(?:(?:^|[\s:])line \d+: +\d+ +|(?:^|[\s:])\[\d+\][+-]? +|\bzsh: (
 # time stamp (CI, kubectl), a process tag ``(PrimusMaster pid=1)``.
 _LAUNCH_PREFIX = (r"^(?:\s*(?:\d+:|\[(?:rank|default)\d+\]:|[A-Za-z][\w.-]*:(?= )|\([^()\n]*\)"
                   r"|\d{4}-\d\d-\d\dT[\d:.,]+Z?(?= )))*\s*")
-# Slurm errors seen on healthy runs (no tty for srun, a step whose process list raced, a missing cwd).
-_SLURM_NOISE = r"(?!.*(?:ioctl\(TIOCGWINSZ\)|_is_a_lwp|going to /tmp instead))"
+# Slurm errors seen on healthy runs (no tty for srun, a step whose process list raced, a missing cwd):
+# listed before the fatal Slurm errors as a signature of their own, so they are shown but end nothing.
+_SLURM_NOISE = (r"\b(?:slurmstepd|srun)(?:-[\w.-]+)?: error: (?:ioctl\(TIOCGWINSZ\)|_is_a_lwp: "
+                r"|couldn't chdir to [^:\n]*: [^:\n]*: going to /tmp instead)")
 _NCCL_HINT = "a collective failed: look for the first error on any node (often a rank that died), then the network"
 _ECHO_HINT = "the launcher reports a worker's failure: the cause is the first fatal line before it"
 SIGNATURES: tuple[Signature, ...] = (
@@ -86,9 +88,9 @@ SIGNATURES: tuple[Signature, ...] = (
          ["out of memory", "oom", "killed"], "the host ran out of RAM (kernel OOM killer): fewer data workers"),
     # --- a full disk or quota (Python ENOSPC/EDQUOT, shell tools, torch.save, NCCL's /dev/shm segment) ---
     _sig("disk_full", "disk", True,
-         r"No space left on device|\[Errno 28\]|\bENOSPC\b|Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b"
+         r"No space left on device|\[Errno 28\]|\(os error 28\)|Disk quota exceeded|\[Errno 122\]"
          r"|PytorchStreamWriter failed writing file|failed to extend /dev/shm",
-         ["no space left", "errno 28", "enospc", "quota exceeded", "errno 122", "edquot", "failed writing file",
+         ["no space left", "errno 28", "os error 28", "quota exceeded", "errno 122", "failed writing file",
           "failed to extend"],
          "a disk or quota is full: free space where the line points (checkpoint or data cache directory, /tmp; "
          "for /dev/shm raise the container's --shm-size) and rerun"),
@@ -144,10 +146,11 @@ SIGNATURES: tuple[Signature, ...] = (
          r"\bsrun: Job step aborted\b|\bsrun: forcing job termination\b"
          r"|\bsrun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code [1-9]|Killed|Terminated)",
          ["srun:"], "a task of the Slurm step failed or was cancelled: the cause is the first error above"),
-    _sig("slurm_step_error", "scheduler", True, r"\bslurmstepd(?:-[\w.-]+)?: error: " + _SLURM_NOISE,
+    _sig("slurm_noise", "scheduler", False, _SLURM_NOISE, ["tiocgwinsz", "_is_a_lwp", "going to /tmp"]),
+    _sig("slurm_step_error", "scheduler", True, r"\bslurmstepd(?:-[\w.-]+)?: error: ",
          ["slurmstepd"], "Slurm could not start or keep the step: its message says what (a missing script or "
          "directory, a limit, a node problem)"),
-    _sig("srun_error", "scheduler", True, r"\bsrun: error: " + _SLURM_NOISE, ["srun: error"],
+    _sig("srun_error", "scheduler", True, r"\bsrun: error: ", ["srun: error"],
          "srun failed to place or run the step: its message says what (allocation, node, missing program)"),
     # --- signal deaths ---
     _sig("signal_death", "signal", True,

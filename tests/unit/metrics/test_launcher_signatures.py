@@ -67,7 +67,8 @@ SHAPES = [
     ("gpu-node-07:81234:81301 [3] NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes",
      "disk_full", "disk"),
     ("OSError: [Errno 122] Disk quota exceeded: '/home/user/.cache/torch'", "disk_full", "disk"),
-    ("write error: ENOSPC", "disk_full", "disk"),
+    ("Error: ENOSPC: no space left on device, write", "disk_full", "disk"),
+    ("Error: failed to write the shard (os error 28)", "disk_full", "disk"),
 ]
 
 
@@ -225,7 +226,8 @@ def test_invoke_logs_scan_on_the_command_line(fixture_log, name, cause, line):
 def test_the_noisy_clean_log_has_no_fatal_hit_and_completes(fixture_log):
     parser = parse_file(fixture_log("clean_noisy_launchers.log"))
     assert parser.fatal_errors == [] and parser.root_cause is None and parser.completed
-    assert [h.name for h in parser.errors] == ["nccl_warning"]
+    assert [(h.name, h.fatal) for h in parser.errors] == [
+        ("slurm_noise", False), ("slurm_noise", False), ("nccl_warning", False)]
 
 
 def test_no_clean_fixture_has_a_fatal_hit(fixture_log):
