@@ -1,11 +1,12 @@
 """Known failure texts in training logs: name, class, whether they end a run, and what to do.
 
 Texts come from log_formats.md §3 (PyTorch, NCCL/RCCL, ROCr, Megatron rerun machinery, torchrun,
-Primus, DeepSpeed) and from the schedulers and launchers around them (Slurm, srun). The first
-matching signature in catalogue order names a line, so the specific come before the general
-(an NCCL error that says ``out of memory`` is an OOM; ``SignalException: ... got signal: 15`` is
-a signal death, not just any exception). Matching is case-insensitive except for the exception
-line, whose shape (``[rank4]: FileNotFoundError: ...``) is case-sensitive.
+Primus, DeepSpeed) and from what runs around them: Slurm (``slurmstepd``, ``srun``), a launcher's
+own ``[ERROR]`` line, the shell's report of a job that died of a signal, tools saying a disk is
+full. The first matching signature in catalogue order names a line, so the specific come before
+the general (an NCCL error that says ``out of memory`` is an OOM; ``SignalException: ... got
+signal: 15`` is a signal death, not just any exception). Matching is case-insensitive except for
+the exception line (``[rank4]: FileNotFoundError: ...``) and the launcher's ``[ERROR]`` tag.
 
 Each signature names *anchors*: lower-case substrings one of which a line must contain to be
 tried at all, so the bulk of a log never meets a regex.

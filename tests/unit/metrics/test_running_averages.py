@@ -36,6 +36,7 @@ def test_logs_parse_says_which_steps_it_used(fixture_log, capsys):
     Program(namespace=ns).run(["inv", "parse", str(fixture_log("primus_smoke_cumulative.log"))], exit=False)
     out = capsys.readouterr().out
     assert "warm-up steps <= 3; metrics from steps 4-10 (7, steady)" in out
+    assert "steps 2, 3 printed a running average" in out
 
 
 def line(step, total, printed, stamp=None, header=None):
