@@ -246,7 +246,8 @@ ITERATION_SIGNATURES: dict[str, tuple[str, bool]] = {
 _WARNING_LEVEL = re.compile(r"\bWARN(?:ING)?\b|(?:^|[\]:\s])W\d{4} \d\d:")
 # A logging *record* at warning level, the kind that can carry a traceback (``logger.warning(..., exc_info=True)``):
 # Python logging ``WARNING:name:msg``, loguru or a launcher ``[WARNING]``, formatters ``- WARNING -`` / ``| WARNING |``.
-_WARNING_RECORD = re.compile(r"(?:^|[\s\]:])(?:WARNING:[\w.]*:|\[WARN(?:ING)?\s*\]|- WARN(?:ING)? -|\| WARN(?:ING)? \|)")
+_WARNING_RECORD = re.compile(
+    r"(?:^|[\s\]:])(?:WARNING:[\w.]*:|\[WARN(?:ING)?\s*\]|- WARN(?:ING)? -|\| WARN(?:ING)? \|)")
 # ... but not a ``warnings.warn`` category line, a C library's warning (NCCL, glog): they never print a traceback.
 _NOT_A_RECORD = re.compile(r"\bNCCL WARN\b|\b[A-Z]\w*Warning: |(?:^|[\]:\s])W\d{4} \d\d:|\[W ")
 # The record's message says something failed and is being handled (the traceback shows what).
