@@ -68,6 +68,8 @@ def test_a_line_over_the_parser_limit_is_skipped_not_scanned():
     ("\x1b[1;31m[primus-slurm-entry][ERROR]\x1b[0m Script not found: /x/run.sh", "launcher_error"),
     ("\x1b[1m/job/run.sh: line 131: 1948759 \x1b[31mKilled\x1b[0m\x1b[0m   deepspeed --hostfile h", "shell_job_killed"),
     ("\x1b[33mslurmstepd\x1b[0m: error: execve(): run.sh: No such file or directory", "slurm_step_error"),
+    ("[\x1b[31mERROR\x1b[0m] hostfile /job/hostfile is empty", "launcher_error"),
+    ("/job/run.sh: line 131: 1948759 Kil\x1b[0mled   deepspeed --hostfile h", "shell_job_killed"),
     ("OSError: [Errno 28] No space \x1b[2Kleft on device: '/ckpt'", "disk_full"),
     ("progress 40%|████      |\r/job/run.sh: line 7: 912 Terminated   torchrun x.py", "shell_job_terminated"),
 ])
