@@ -1,10 +1,12 @@
 """From per-iteration values to the run metrics every gate and report uses.
 
-Warm-up rule for a fresh run (the loss curve uses it as is; ``runstats`` extends it to resumed
-logs and to runs that die during warm-up): with P the planned iteration count (or, when the log
-never said, the last step seen), iterations with ``step <= max(1, int(0.1 * P))`` are warm-up
-and ignored; the rest is *steady state*. The first step is always warm-up (compile, allocator
-and NCCL set-up).
+Warm-up rule (``warmup_cutoff``): a log whose first step is S0 and whose plan is P iterations (or,
+when the log never said, the last step seen) treats its first ``max(1, int(0.1 * (P - S0 + 1)))``
+steps as warm-up and ignores them; the rest is *steady state*. A fresh run (S0 = 1) drops
+``step <= max(1, int(0.1 * P))``; a resumed one counts from its restart, because every process
+start pays compile, allocator and NCCL set-up again: resumed at 14001 of 15550 it drops 14001-14155
+(10 % of the plan would drop nothing there and keep the slow restart step). ``runstats`` applies
+it per attempt and adds what it reads from the lines (running averages, runs that die in warm-up).
 
 Statistics over steady state, one rule per kind of quantity:
 
@@ -40,16 +42,17 @@ SUMMARY_KEYS = {  # ROCm launcher summary line label -> metric
 }
 
 
-def warmup_cutoff(planned: int | None, last_step: int | None) -> int:
-    """Last warm-up step: ``max(1, int(0.1 * P))``, P = planned count, else the last step seen."""
+def warmup_cutoff(planned: int | None, last_step: int | None, start: int = 1) -> int:
+    """Last warm-up step of a log starting at ``start``: ``start - 1 + max(1, int(0.1 * (P - start + 1)))``,
+    P = planned count, else the last step seen."""
     basis = planned if planned and planned > 0 else (last_step or 0)
-    return max(1, int(0.1 * basis))
+    return start - 1 + max(1, int(0.1 * max(basis - start + 1, 0)))
 
 
-def derived_tokens(gbs: float, elapsed_ms: float, seq_length: int | None,
+def derived_tokens(gbs: float | None, elapsed_ms: float, seq_length: int | None,
                    world_size: int | None) -> float | None:
     """tok/s/GPU = GBS * seq / (elapsed_s * world); None when an input is unknown or not > 0."""
-    if not seq_length or not world_size or not (gbs > 0) or not (0 < elapsed_ms < math.inf):
+    if not seq_length or not world_size or gbs is None or not (gbs > 0) or not (0 < elapsed_ms < math.inf):
         return None
     return gbs * seq_length * 1000.0 / (elapsed_ms * world_size)
 

@@ -87,3 +87,20 @@ def prefix_stamp(prefix: str) -> str | None:
     """The last Megatron ``[YYYY-MM-DD HH:MM:SS(.f)]`` stamp in the text before ``iteration``."""
     found = STAMP_RE.findall(prefix)
     return found[-1] if found else None
+
+
+# Primus' loguru header (1-s resolution): "[20260821 16:40:19][rank-7/8]..."
+_LOGURU_STAMP_RE = re.compile(r"\[(\d{4})(\d\d)(\d\d) (\d\d:\d\d:\d\d)\]")
+
+
+def prefix_clock(prefix: str) -> tuple[float, float]:
+    """(unix seconds, resolution in seconds) of an iteration line's time stamp: Megatron's own,
+    else Primus' loguru header; (NaN, NaN) when the line has none."""
+    stamp = prefix_stamp(prefix)
+    if stamp is not None:
+        return timestamp_seconds(stamp), 1e-6 if "." in stamp else 1.0
+    found = _LOGURU_STAMP_RE.findall(prefix)
+    if found:
+        y, m, d, hms = found[-1]
+        return timestamp_seconds(f"{y}-{m}-{d} {hms}"), 1.0
+    return NAN, NAN

@@ -27,10 +27,10 @@ from cvs_tasks.errors import BadInput
 from cvs_tasks.metrics import grammar, lines
 from cvs_tasks.metrics.curve import Batch, Curve
 from cvs_tasks.metrics.fieldchecks import FieldChecks
-from cvs_tasks.metrics.iteration import Iteration, prefix_stamp
+from cvs_tasks.metrics.iteration import Iteration, prefix_clock, prefix_stamp
 from cvs_tasks.metrics.runstats import RunStats
 from cvs_tasks.metrics.signatures import ANCHORS as SIGNATURE_ANCHORS
-from cvs_tasks.metrics.signatures import MAX_TEXT, ITERATION_SIGNATURES, ErrorHit, Scanner, clean
+from cvs_tasks.metrics.signatures import ANSI_RE, MAX_TEXT, ITERATION_SIGNATURES, ErrorHit, Scanner, clean
 from cvs_tasks.metrics.summary import ParserViews
 
 DIALECTS = ("auto", "megatron", "primus")
@@ -172,10 +172,10 @@ class LogParser(ParserViews):
         bases = [first_line + (cum[j - 1] if j else 0) for j in chosen + [last]]
         data = b"".join(pieces)
         text = data.decode("utf-8", "replace")
-        if len(text) == len(data):
+        if len(text) == len(data) and "\x1b" not in text:
             lengths = list(map(len, pieces))
-        else:
-            decoded = [p.decode("utf-8", "replace") for p in pieces]
+        else:  # colour codes go before the anchor search: "[\x1b[31mERROR\x1b[0m]" holds "[error]"
+            decoded = [ANSI_RE.sub("", p.decode("utf-8", "replace")) for p in pieces]
             text, lengths = "".join(decoded), list(map(len, decoded))
         offsets = [0] + list(accumulate(lengths))
         lower = text.lower()
@@ -218,8 +218,9 @@ class LogParser(ParserViews):
         if gbs is None:  # the line's own GBS, else the dump's, else the one given
             fallback_gbs = self.global_batch_size
             gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
+        clocks = [prefix_clock(prefix_text(others[j])) for j in rows.index] if self.stats.probing(rows.steps) else None
         self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
-                       rows.col("mem"), gbs)
+                       rows.col("mem"), gbs, clocks)
         for k, name in self._fields.check(rows):
             cls, fatal = ITERATION_SIGNATURES[name]
             j = rows.index[k]

@@ -1,11 +1,17 @@
 """Exact run metrics over a log of any length, kept as streaming sums.
 
-Warm-up rule: a run (or the part of a log after a restart) that starts at step S0 with planned
-count P treats its first ``max(1, int(0.1 * (P - S0 + 1)))`` steps as warm-up; a fresh run
-(S0 = 1) therefore drops steps ``<= max(1, int(0.1 * P))`` and a resumed one (first step 14001
-of 15550) drops the first 155 steps after the restart, not 10 % of the whole plan. When no step
+Warm-up rule (``aggregate.warmup_cutoff``, applied to each attempt): a run, or the part of a log
+after a restart, that starts at step S0 with planned count P treats its first
+``max(1, int(0.1 * (P - S0 + 1)))`` steps as warm-up. When no step
 is past the warm-up (a run that died at step 5 of 50) the metrics come from the steps after the
 first one, else from the only step; ``basis`` says which steps were used.
+
+Printed running averages: a step whose printed time is longer than the wall time since the
+previous logged step (the lines' own time stamps, at their resolution, with ``RATIO`` slack) did
+not take that long: the number is an average over earlier steps (Primus prints a cumulative
+average on its first steps, e.g. 15 624 ms on step 2 of a run whose steps take 750 ms). Such steps
+of the first ``PROBE`` steps of an attempt count in no metric (``averaged_steps``); when they
+follow the warm-up they also extend it.
 
 Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
 of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``).
@@ -24,9 +30,11 @@ from fractions import Fraction
 from itertools import compress
 from operator import eq, le, ne
 
-from cvs_tasks.metrics.aggregate import percentile_of_counts
+from cvs_tasks.metrics.aggregate import percentile_of_counts, warmup_cutoff
 
 ECHO = 16  # a step at most this far behind the last one is a late echo, not a restart
+PROBE = 16  # steps after an attempt's first whose printed time is checked against the time stamps
+RATIO = 1.5  # printed time > RATIO x the wall time since the previous step: not this step's own time
 _INF = math.inf
 
 
@@ -108,12 +116,6 @@ def _reciprocals(counts: Counter) -> tuple[int, Fraction]:
     return sum(counts.values()), sum((c / Fraction(v) for v, c in counts.items()), Fraction(0))
 
 
-def warmup_end(start: int, planned: int | None) -> int:
-    """Last warm-up step of a run starting at ``start`` with ``planned`` iterations."""
-    remaining = (planned - start + 1) if planned else 1
-    return start - 1 + max(1, int(0.1 * max(remaining, 0)))
-
-
 class RunStats:
     """Feeds rows in log order into first-step / warm-up / steady sums of the latest attempt."""
 
@@ -127,10 +129,18 @@ class RunStats:
         self.cutoff: int | None = None
         self.last: int | None = None
         self.first, self.warm, self.steady = Sums(), Sums(), Sums()
+        self.averaged: list[int] = []  # steps whose printed time is a running average (see module doc)
+        self._clock: tuple[int, float, float] | None = None  # (step, seconds, resolution) of the last probed line
 
-    def add(self, steps, totals, ms, tf, tok, mem, gbs) -> None:
-        """Columns of one group of lines in log order (``None`` for a field not printed)."""
-        cols = [steps, totals, ms, tf, tok, mem, gbs]
+    def probing(self, steps) -> bool:
+        """Whether lines with these steps need their time stamps (``add``'s ``clocks``)."""
+        return (self.start is None or steps[0] <= self.start + PROBE
+                or (self.last is not None and min(steps) < self.last - ECHO))
+
+    def add(self, steps, totals, ms, tf, tok, mem, gbs, clocks=None) -> None:
+        """Columns of one group of lines in log order (``None`` for a field not printed);
+        ``clocks``: (seconds, resolution) per line, needed while ``probing``."""
+        cols = [steps, totals, ms, tf, tok, mem, gbs, clocks]
         if len(steps) > 1 and any(map(eq, steps[1:], steps[:-1])):  # a step printed twice in a row
             first = [True] + list(map(ne, steps[1:], steps[:-1]))
             cols = [None if c is None else list(compress(c, first)) for c in cols]
@@ -148,18 +158,44 @@ class RunStats:
             if i < b:
                 self._add_sorted(*cols, i, b)
 
-    def _add_sorted(self, steps, totals, ms, tf, tok, mem, gbs, i: int, j: int) -> None:
+    def _add_sorted(self, steps, totals, ms, tf, tok, mem, gbs, clocks, i: int, j: int) -> None:
         i0 = i
+        cols = (steps, ms, tf, tok, mem, gbs)
         if self.start is None:
             self.start = steps[i]
-            self.cutoff = warmup_end(steps[i], totals[i])
-            self.first.add(*_cut((steps, ms, tf, tok, mem, gbs), i, i + 1))
+            self.cutoff = warmup_cutoff(totals[i], None, steps[i])
+            self.first.add(*_cut(cols, i, i + 1))
             i += 1
+        averaged = self._averaged(steps, ms, clocks, i0, j) if clocks is not None else []
+        for k in averaged:  # a running average right after the warm-up extends it
+            if steps[k] == self.cutoff + 1:
+                self.cutoff += 1
         mid = max(i, min(j, bisect_right(steps, self.cutoff, i, j)))
-        self.warm.add(*_cut((steps, ms, tf, tok, mem, gbs), i, mid))
-        self.steady.add(*_cut((steps, ms, tf, tok, mem, gbs), mid, j))
+        for sums, a, b in ((self.warm, i, mid), (self.steady, mid, j)):
+            if averaged and a < b and averaged[-1] >= a and averaged[0] < b:
+                sums.add(*_pick(cols, [k for k in range(a, b) if k not in averaged]))
+            else:
+                sums.add(*_cut(cols, a, b))
+        self.averaged.extend(steps[k] for k in averaged)
         self.last = steps[j - 1]
         self.counted += j - i0
+
+    def _averaged(self, steps, ms, clocks, i: int, j: int) -> list[int]:
+        """Rows of ``i..j`` within the probe whose printed time exceeds the wall time since the line before."""
+        found = []
+        for k in range(i, j):
+            if steps[k] > self.start + PROBE:
+                break
+            seconds, resolution = clocks[k]
+            if seconds != seconds:
+                continue
+            before, self._clock = self._clock, (steps[k], seconds, resolution)
+            if before is None:
+                continue
+            wall_ms = (seconds - before[1] + max(resolution, before[2])) * 1000.0
+            if wall_ms > 0.0 and ms[k] * (steps[k] - before[0]) > RATIO * wall_ms:
+                found.append(k)
+        return found
 
     def basis(self) -> tuple[str, Sums]:
         """Which steps the metrics use: ``steady``, ``after_first_step`` or ``first_step``."""
@@ -175,8 +211,12 @@ class RunStats:
     def describe(self) -> dict:
         name, sums = self.basis()
         return {"basis": name, "first_step": sums.first, "last_step": sums.last, "count": sums.count,
-                "warmup_cutoff": self.cutoff, "restarts": self.restarts}
+                "warmup_cutoff": self.cutoff, "averaged_steps": list(self.averaged), "restarts": self.restarts}
 
 
 def _cut(cols, i: int, j: int):
     return [None if c is None else c[i:j] for c in cols]
+
+
+def _pick(cols, rows: list[int]):
+    return [None if c is None else [c[k] for k in rows] for c in cols]

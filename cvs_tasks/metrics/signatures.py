@@ -1,17 +1,19 @@
 """Known failure texts in training logs: name, class, whether they end a run, and what to do.
 
 Texts come from log_formats.md §3 (PyTorch, NCCL/RCCL, ROCr, Megatron rerun machinery, torchrun,
-Primus, DeepSpeed) and from the schedulers and launchers around them (Slurm, srun). The first
-matching signature in catalogue order names a line, so the specific come before the general
-(an NCCL error that says ``out of memory`` is an OOM; ``SignalException: ... got signal: 15`` is
-a signal death, not just any exception). Matching is case-insensitive except for the exception
-line, whose shape (``[rank4]: FileNotFoundError: ...``) is case-sensitive.
+Primus, DeepSpeed) and from what runs around them: Slurm (``slurmstepd``, ``srun``), a launcher's
+own ``[ERROR]`` line, the shell's report of a job that died of a signal, tools saying a disk is
+full. The first matching signature in catalogue order names a line, so the specific come before
+the general (an NCCL error that says ``out of memory`` is an OOM; ``SignalException: ... got
+signal: 15`` is a signal death, not just any exception). Matching is case-insensitive except for
+the exception line (``[rank4]: FileNotFoundError: ...``) and the launcher's ``[ERROR]`` tag.
 
 Each signature names *anchors*: lower-case substrings one of which a line must contain to be
 tried at all, so the bulk of a log never meets a regex.
 
-Root cause (``CAUSE_RANK``): a node's own failure (OOM, NaN, GPU fault, a Python exception)
-comes first, then an outside kill (scheduler, signal), then collective errors (NCCL, rendezvous,
+Root cause (``CAUSE_RANK``): a node's own failure (OOM, a full disk, NaN, GPU fault, a Python
+exception) comes first, then what failed around the workers (scheduler, a launcher's own
+``[ERROR]``, a signal from outside), then collective errors (NCCL, rendezvous,
 usually what peers print when one rank dies), then launcher exits (always an echo). Within a
 rank, the earliest line wins.
 """
@@ -22,10 +24,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-CLASSES = ("oom", "nan", "gpu_fault", "segfault", "hip", "exception", "scheduler", "signal",
-           "nccl", "rendezvous", "process")
-CAUSE_RANK = {"oom": 0, "nan": 0, "gpu_fault": 0, "segfault": 0, "hip": 0, "exception": 0,
-              "scheduler": 1, "signal": 1, "nccl": 2, "rendezvous": 2, "process": 3}
+CLASSES = ("oom", "disk", "nan", "gpu_fault", "segfault", "hip", "exception", "scheduler", "launcher",
+           "signal", "nccl", "rendezvous", "process")
+CAUSE_RANK = {"oom": 0, "disk": 0, "nan": 0, "gpu_fault": 0, "segfault": 0, "hip": 0, "exception": 0,
+              "scheduler": 1, "launcher": 1, "signal": 1, "nccl": 2, "rendezvous": 2, "process": 3}
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MAX_TEXT = 400
 TRACEBACK_LINES = 200  # an exception line this close after a traceback's first line ends it
@@ -62,6 +64,18 @@ def _sig(name, cls, fatal, pattern, anchors, hint="", flags=re.IGNORECASE) -> Si
     return Signature(name, cls, fatal, re.compile(pattern, flags), tuple(anchors), hint)
 
 
+# A shell's report of a job that died of a signal: bash ``<script>: line 131: 1948759 Killed   <command>``
+# (also without the script, ``bash: line 1: ...``, a padded pid), job control ``[1]+  Killed   <command>``,
+# zsh ``zsh: killed     <command>``; ``(core dumped)`` may follow the signal's name.
+_SHELL_JOB = r"(?:(?:^|[\s:])line \d+: +\d+ +|(?:^|[\s:])\[\d+\][+-]? +|\bzsh: (?:\d+ )?)"
+# What launchers put before a line: srun ``3:``, torchrun ``[rank3]:`` / ``[default3]:``, pdsh ``host: ``, an ISO
+# time stamp (CI, kubectl), a process tag ``(PrimusMaster pid=1)``.
+_LAUNCH_PREFIX = (r"^(?:\s*(?:\d+:|\[(?:rank|default)\d+\]:|[A-Za-z][\w.-]*:(?= )|\([^()\n]*\)"
+                  r"|\d{4}-\d\d-\d\dT[\d:.,]+Z?(?= )))*\s*")
+# Slurm errors seen on healthy runs (no tty for srun, a step whose process list raced, a missing cwd):
+# listed before the fatal Slurm errors as a signature of their own, so they are shown but end nothing.
+_SLURM_NOISE = (r"\b(?:slurmstepd|srun)(?:-[\w.-]+)?: error: (?:ioctl\(TIOCGWINSZ\)|_is_a_lwp: "
+                r"|couldn't chdir to [^:\n]*: [^:\n]*: going to /tmp instead)")
 _NCCL_HINT = "a collective failed: look for the first error on any node (often a rank that died), then the network"
 _ECHO_HINT = "the launcher reports a worker's failure: the cause is the first fatal line before it"
 SIGNATURES: tuple[Signature, ...] = (
@@ -73,6 +87,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("host_oom", "oom", True,
          r"\bOut Of Memory\b|\boom[_-]kill|^\W*Killed\W*$|\btask \d+: Out Of Memory",
          ["out of memory", "oom", "killed"], "the host ran out of RAM (kernel OOM killer): fewer data workers"),
+    # --- a full disk or quota (Python ENOSPC/EDQUOT, shell tools, torch.save, NCCL's /dev/shm segment) ---
+    _sig("disk_full", "disk", True,
+         r"No space left on device|\[Errno 28\]|\(os error 28\)|Disk quota exceeded|\[Errno 122\]"
+         r"|PytorchStreamWriter failed writing file|failed to extend /dev/shm",
+         ["no space left", "errno 28", "os error 28", "quota exceeded", "errno 122", "failed writing file",
+          "failed to extend"],
+         "a disk or quota is full: free space where the line points (checkpoint or data cache directory, /tmp; "
+         "for /dev/shm raise the container's --shm-size) and rerun"),
     # --- NaN / Inf (Megatron checks and rerun state machine) ---
     _sig("nan_in_grad_or_loss", "nan", True,
          r"found (?:NaN|Inf) in local (?:grad norm|forward loss)", ["found nan", "found inf"],
@@ -98,8 +120,10 @@ SIGNATURES: tuple[Signature, ...] = (
          ["gpu reset", "uncorrectable"], "check dmesg and the GPU's RAS counters on the node"),
     # --- segfaults ---
     _sig("segfault", "segfault", True,
-         r"Segmentation fault|\bSIGSEGV\b|exitcode\s*:\s*-11\b|\bSignal 11\b",
-         ["segmentation", "sigsegv", "exitcode", "signal 11"], "a native library crashed: check image versions"),
+         r"Segmentation fault|\bSIGSEGV\b|exitcode\s*:\s*-11\b|\bSignal 11\b|\bSIGBUS\b"
+         r"|" + _SHELL_JOB + r"Bus error\b|" + _LAUNCH_PREFIX + r"Bus error(?: \(core dumped\))?\s*$",
+         ["segmentation", "sigsegv", "exitcode", "signal 11", "sigbus", "bus error"],
+         "a native library crashed: check image versions"),
     # --- HIP / CUDA runtime ---
     _sig("hip_illegal_memory_access", "hip", True,
          r"\b(?:HIP|CUDA) error: an illegal memory access|hipErrorIllegalAddress", ["error"],
@@ -123,12 +147,24 @@ SIGNATURES: tuple[Signature, ...] = (
          r"\bsrun: Job step aborted\b|\bsrun: forcing job termination\b"
          r"|\bsrun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code [1-9]|Killed|Terminated)",
          ["srun:"], "a task of the Slurm step failed or was cancelled: the cause is the first error above"),
+    _sig("slurm_noise", "scheduler", False, _SLURM_NOISE, ["tiocgwinsz", "_is_a_lwp", "going to /tmp"]),
+    _sig("slurm_step_error", "scheduler", True, r"\bslurmstepd(?:-[\w.-]+)?: error: ",
+         ["slurmstepd"], "Slurm could not start or keep the step: its message says what (a missing script or "
+         "directory, a limit, a node problem)"),
+    _sig("srun_error", "scheduler", True, r"\bsrun: error: ", ["srun: error"],
+         "srun failed to place or run the step: its message says what (allocation, node, missing program)"),
     # --- signal deaths ---
     _sig("signal_death", "signal", True,
          r"\bReceived (?:\d+|Signals\.SIG\w+) death signal\b|\bSignalException\b.*\bgot signal\b"
          r"|\bKeyboardInterrupt\b|^\W*Terminated\W*$",
          ["death signal", "signalexception", "keyboardinterrupt", "terminated"],
          "the job was sent a signal from outside (scheduler, OOM killer, a user): see who sent it"),
+    _sig("shell_job_killed", "signal", True, _SHELL_JOB + r"Killed\b", ["killed"],
+         "SIGKILL from outside the process: usually the kernel OOM killer (check dmesg and the job's peak "
+         "memory on the node), else a kill -9 by the scheduler or a user"),
+    _sig("shell_job_terminated", "signal", True, _SHELL_JOB + r"Terminated\b", ["terminated"],
+         "SIGTERM from outside the process: the scheduler (time limit, scancel), a user, or a launcher "
+         "stopping the job after another rank failed"),
     # --- NCCL / RCCL ---
     _sig("nccl_watchdog_timeout", "nccl", True, r"Watchdog caught collective operation timeout",
          ["watchdog"], _NCCL_HINT),
@@ -165,7 +201,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("worker_killed_by_signal", "process", True,
          r"\bSignal \d+ \(SIG[A-Z]+\) received by PID|\bSIGABRT\b|\bSIGKILL\b",
          ["signal", "sigabrt", "sigkill"], _ECHO_HINT),
-    _sig("process_aborted", "process", True, r"\bAborted \(core dumped\)", ["aborted"], _ECHO_HINT),
+    _sig("process_aborted", "process", True,
+         r"\bAborted \(core dumped\)|" + _SHELL_JOB + r"Abort(?:ed)?\b|^\W*Aborted\W*$", ["abort"], _ECHO_HINT),
     _sig("primus_training_failed", "process", True, r"Training execution failed", ["execution failed"],
          _ECHO_HINT),
     _sig("torchrun_failed", "process", True, r"torchrun exited with code [1-9]\d*|torchrun crashed due to signal",
@@ -181,6 +218,13 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|Invalid metadata file|is set but no checkpoint was found",
          ["could not load", "unable to load", "invalid metadata", "no checkpoint was found"],
          "check --load and the checkpoint directory (or start without loading)"),
+    # --- a launcher's own error line: "[primus-slurm-entry][ERROR] Script not found: ...", "[ERROR] ...",
+    # "[<time>] [NODE-0(host)] [ERROR] ..." (a worker's loguru record carries a [rank-N/M] tag: not a launcher) ---
+    _sig("launcher_error", "launcher", True,
+         _LAUNCH_PREFIX + r"(?:\[(?!rank-\d)[^\]\n]*\]\s*)*\[(?:ERROR|FATAL|CRITICAL)\]:?\s*\S",
+         ["[error]", "[fatal]", "[critical]"],
+         "the launcher failed before or around training: its message names what is missing or wrong "
+         "(script path, hostfile, environment, container)", flags=0),
     # --- the final line of a Python traceback: "[rank4]: FileNotFoundError: ..." ---
     _sig("python_exception", "exception", True,
          r"^(?:\s*(?:\[(?:rank|default)\d+\]:|\d+:|[\w.-]+:(?= )|(?:\[[^\]\n]*\]\s*)+:(?= )))*\s*"
@@ -200,6 +244,32 @@ ITERATION_SIGNATURES: dict[str, tuple[str, bool]] = {
 }
 # A line logged at warning level (Python logging, loguru, glog "W1218 ...").
 _WARNING_LEVEL = re.compile(r"\bWARN(?:ING)?\b|(?:^|[\]:\s])W\d{4} \d\d:")
+# A logging *record* at warning level, the kind that can carry a traceback (``logger.warning(..., exc_info=True)``):
+# Python logging ``WARNING:name:msg``, loguru or a launcher ``[WARNING]``, formatters ``- WARNING -`` / ``| WARNING |``.
+_WARNING_RECORD = re.compile(
+    r"(?:^|[\s\]:])(?:WARNING:[\w.]*:|\[WARN(?:ING)?\s*\]|- WARN(?:ING)? -|\| WARN(?:ING)? \|)")
+# ... but not a ``warnings.warn`` category line, a C library's warning (NCCL, glog): they never print a traceback.
+_NOT_A_RECORD = re.compile(r"\bNCCL WARN\b|\b[A-Z]\w*Warning: |(?:^|[\]:\s])W\d{4} \d\d:|\[W ")
+# The record's message says something failed and is being handled (the traceback shows what).
+_ANNOUNCES = re.compile(r"traceback|exception|error|fail|retr(?:y|ie)|ignor|continu|skipp|fall(?:ing)? ?back|:\s*$",
+                        re.IGNORECASE)
+# Who printed a line: the launcher's rank tags (torchrun ``[rank3]:``, ``[default3]:``, srun ``3:``, Primus
+# ``[rank-3/8]``); lines of one traceback share them. (A ``host: `` prefix is not read: it looks like the
+# ``FileNotFoundError: `` that ends a traceback.)
+_ORIGIN = re.compile(r"\[(?:rank-?\d+(?:/\d+)?|default\d+)\]|^\s*\d+:(?= )")
+
+
+def origin(line: str) -> tuple[str, ...]:
+    """The launcher's rank tags on a line (empty without any)."""
+    return tuple(_ORIGIN.findall(line))
+
+
+def announces_traceback(line: str) -> bool:
+    """A warning-level logging record saying something failed and is handled: the traceback right after it
+    (same origin) is that record's ``exc_info``, not a crash. An unrelated warning (another rank, a
+    ``UserWarning``, ``NCCL WARN``, a record that reports no failure) does not qualify."""
+    m = _WARNING_RECORD.search(line)
+    return bool(m) and not _NOT_A_RECORD.search(line) and bool(_ANNOUNCES.search(line, m.end()))
 
 
 def clean(line: str) -> str:
@@ -232,26 +302,31 @@ def root_cause(hits: Iterable[ErrorHit]) -> ErrorHit | None:
 class Scanner:
     """Finds signatures line by line, with the little context tracebacks need.
 
-    A traceback printed right after a warning-level line (a surviving process logging a handled
-    error) and exception lines that carry a warning level themselves are not fatal.
+    A traceback is handled (its exception line not fatal) when it is logged at warning level
+    itself, or when the line right before it is a warning record of the same origin that
+    announces it (``announces_traceback``); the exception lines of that origin within
+    ``TRACEBACK_LINES`` belong to it. An exception line that carries a warning level itself is
+    not fatal either. Anything else, a traceback after an unrelated warning included, is fatal.
     """
 
     def __init__(self) -> None:
-        self._warning_line = -2  # line number of the last warning-level line
-        self._warning_traceback = -10**9  # where the last traceback opened at warning level began
+        self._announce: tuple[int, tuple[str, ...]] = (-2, ())  # line and origin of the last announcing record
+        self._handled: tuple[int, tuple[str, ...]] = (-10**9, ())  # where a handled traceback began, its origin
 
     def scan(self, line: str, lower: str, line_no: int) -> ErrorHit | None:
         sig = match_line(line, lower)
         warning = "warn" in lower and bool(_WARNING_LEVEL.search(line))
         if sig is not None and sig.name == "python_traceback":
-            at_warning = warning or self._warning_line == line_no - 1
-            self._warning_traceback = line_no if at_warning else -10**9
-        if warning:
-            self._warning_line = line_no
+            here = origin(line)
+            announced = self._announce == (line_no - 1, here)
+            self._handled = (line_no, here) if warning or announced else (-10**9, ())
+        if warning and announces_traceback(line):
+            self._announce = (line_no, origin(line))
         if sig is None:
             return None
         if sig.name == "python_exception":
-            handled = line_no - self._warning_traceback <= TRACEBACK_LINES
+            began, where = self._handled
+            handled = line_no - began <= TRACEBACK_LINES and origin(line) == where
             return hit(sig, line_no, line, fatal=not (warning or handled))
         return hit(sig, line_no, line)
 

@@ -84,6 +84,9 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
               f"{'completed' if summary['completed'] else 'not completed'}, "
               f"warm-up steps <= {summary['warmup_cutoff']}; metrics from steps {used['first_step']}-"
               f"{used['last_step']} ({used['count']}, {used['basis'].replace('_', ' ')})")
+        if used["averaged_steps"]:
+            print(f"  steps {', '.join(map(str, used['averaged_steps']))} printed a running average, not their own"
+                  " time (the time stamps say so): left out")
         for name, value in summary["metrics"].items():
             print(f"  {name:<40} {_fmt(value):>14}  {unit_for(name)}")
         print(f"  {'tflops recomputed (current formula)':<40} {_fmt(summary['tflops_recomputed']):>14}"
