@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from cvs_tasks.metrics.aggregate import warmup_cutoff
 from cvs_tasks.metrics.iteration import Iteration
 
 
@@ -22,6 +23,12 @@ def _iterations(iterations: Iterable[Iteration] | Mapping[int, Iteration]) -> li
 
 def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
+
+
+def curve_warmup_cutoff(steps: Iterable[int], planned: int | None, last_step: int | None) -> int:
+    """The warm-up cutoff for a recorded curve, counted from its own first step as the metrics count
+    it (a log resumed at step 14001 warms up from there, not from step 1)."""
+    return warmup_cutoff(planned, last_step, min(steps, default=1))
 
 
 def sample_curve(iterations, sample_every: int, milestones: Iterable[int],

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from cvs_tasks.judge.convergence import convergence_row
-from cvs_tasks.judge.loss_curve import fit_loss_curve, sample_curve
+from cvs_tasks.judge.loss_curve import curve_warmup_cutoff, fit_loss_curve, sample_curve
 from cvs_tasks.judge.memory import explain, ungated_specs
 from cvs_tasks.judge.reference import with_reference_rows
 from cvs_tasks.judge.thresholds import evaluate, unit_for
 from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
-from cvs_tasks.metrics import warmup_cutoff
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.records import step_rows
 
@@ -95,8 +94,9 @@ def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
     if skipped:
         return skipped
     lc = session.config.loss_curve
-    steps = [row for row in step_rows(data) if row.loss is not None]
-    cutoff = warmup_cutoff(data.get("planned"), data.get("last_step"))
+    rows = step_rows(data)
+    steps = [row for row in rows if row.loss is not None]
+    cutoff = curve_warmup_cutoff((r.step for r in rows), data.get("planned"), data.get("last_step"))
     points = sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
     fit = fit_loss_curve(points, lc.max_slope)
     record = StageRecord(stage="loss_curve", combo=combo.id, status="PASS", reason=fit.detail)

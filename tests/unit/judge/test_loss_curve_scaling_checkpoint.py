@@ -66,3 +66,14 @@ def test_checkpoint_logs_end_to_end():
     result = checkpoint_continuity(*losses, last_checkpoint_step(21, 10), 0.05)
     assert result.ok and result.first_resumed_step == 21
     assert result.increase == pytest.approx(0.1)
+
+
+def test_a_resumed_curve_warms_up_from_its_own_first_step():
+    from cvs_tasks.judge.loss_curve import curve_warmup_cutoff
+
+    # fresh: 20 planned from step 1 -> the first 2 steps are warm-up
+    assert curve_warmup_cutoff(range(1, 21), 20, 20) == 2
+    # resumed at 14001 of 15550: 10 % of the 1550 steps it runs, counted from 14001
+    assert curve_warmup_cutoff(range(14001, 15551), 15550, 15550) == 14155
+    # no rows: counted from step 1, from the last step seen when nothing was planned
+    assert curve_warmup_cutoff([], None, 30) == 3
