@@ -218,6 +218,16 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|Invalid metadata file|is set but no checkpoint was found",
          ["could not load", "unable to load", "invalid metadata", "no checkpoint was found"],
          "check --load and the checkpoint directory (or start without loading)"),
+    # --- Megatron refusing its arguments at start (ValueError / AssertionError text; the exception line wins over
+    # the generic python_exception below): a value that reached it as a string, FSDP2 with the distributed optimizer ---
+    _sig("megatron_recompute_granularity", "exception", True,
+         r"recompute_granu\w*: \S.* must be \"full\" ?or \"selective\"", ["must be \"full"],
+         "recompute_granularity reached Megatron as text it cannot read (a Primus override such as 'null' stays a "
+         "string): pass None, 'full' or 'selective' (docs/primus_overrides.md)"),
+    _sig("megatron_fsdp2_distributed_optimizer", "exception", True,
+         r"--use-torch-fsdp2 is not supported with MCore's distributed optimizer", ["use-torch-fsdp2"],
+         "FSDP2 is on together with the distributed optimizer: turn one off (a Primus override 'false' is the "
+         "string 'false', which is true: docs/primus_overrides.md)"),
     # --- a launcher's own error line: "[primus-slurm-entry][ERROR] Script not found: ...", "[ERROR] ...",
     # "[<time>] [NODE-0(host)] [ERROR] ..." (a worker's loguru record carries a [rank-N/M] tag: not a launcher) ---
     _sig("launcher_error", "launcher", True,

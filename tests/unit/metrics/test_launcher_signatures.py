@@ -14,7 +14,7 @@ from invoke import Context
 from invoke.exceptions import Exit
 
 from cvs_tasks.metrics import LogParser, parse_file, scan_lines
-from cvs_tasks.metrics.signatures import announces_traceback, origin
+from cvs_tasks.metrics.signatures import announces_traceback, match_line, origin, root_cause, scan_text
 from cvs_tasks.tasks.logs import scan as scan_task
 
 REPO = Path(__file__).resolve().parents[3]
@@ -235,3 +235,27 @@ def test_no_clean_fixture_has_a_fatal_hit(fixture_log):
     assert len(clean) >= 13
     for name in clean:
         assert parse_file(fixture_log(name)).fatal_errors == [], name
+
+
+@pytest.mark.parametrize("line, name", [
+    ('[rank0]: ValueError: When using recompute_granuarlity: null must be "full"or "selective".',
+     "megatron_recompute_granularity"),
+    ("ValueError: When using recompute_granularity: none must be \"full\" or \"selective\".",
+     "megatron_recompute_granularity"),
+    ("[rank3]: AssertionError: --use-torch-fsdp2 is not supported with MCore's distributed optimizer",
+     "megatron_fsdp2_distributed_optimizer"),
+])
+def test_megatron_argument_refusals_name_the_override_cause(line, name):
+    hits = scan_text(line)
+    cause = root_cause(hits)
+    assert cause is not None and cause.name == name and cause.fatal
+    assert "primus_overrides.md" in cause.hint
+
+
+def test_the_stand_in_refusal_texts_are_the_ones_recognised(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[3] / "testbed" / "trainer" / "workspace"))
+    from simtrainer import primus_overrides as stand_in
+
+    assert match_line("ValueError: " + stand_in.RECOMPUTE_ERROR.format(value="null")).name \
+        == "megatron_recompute_granularity"
+    assert match_line("AssertionError: " + stand_in.FSDP2_DISTOPT).name == "megatron_fsdp2_distributed_optimizer"
