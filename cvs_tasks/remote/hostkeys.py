@@ -56,9 +56,12 @@ class StrictHostKeyPolicy(paramiko.RejectPolicy):
 
     def missing_host_key(self, client, hostname, key):  # noqa: D102 (paramiko hook)
         if self.known_hosts is not None:
-            revoked = host_lookup(self.known_hosts, hostname).revoked_line(key)
+            found = host_lookup(self.known_hosts, hostname)
+            revoked = found.revocation(key)
             if revoked is not None:
                 raise RevokedHostKey(hostname, key, revoked)
+            if found.decide(key) == "known":  # pinned under the bare name only, as ssh accepts it
+                return
         raise UnknownHostKey(hostname, key)
 
 
@@ -143,7 +146,7 @@ def describe_changed_key(node: Node, exc: paramiko.BadHostKeyException, known_ho
                          cluster_file: str | os.PathLike | None) -> str:
     name = host_key_name(node.address, node.port)
     found = host_lookup(known_hosts, name)
-    revoked = found.revoked_line(exc.key)
+    revoked = found.revocation(exc.key)
     if revoked is not None:
         return describe_revoked_key(node, RevokedHostKey(name, exc.key, revoked), known_hosts)
     lines = [p.lineno for p in found.pins if p.key.get_name() == exc.expected_key.get_name()]
@@ -249,15 +252,16 @@ def decide(node: Node, found: HostLookup, key: paramiko.PKey, path: Path, replac
     base = dict(host=node.name, address=node.address, port=node.port, key_type=key.get_name(),
                 fingerprint=fp, line=f"{name} {key.get_name()} {key.get_base64()}")
     verdict = found.decide(key)
-    if verdict == "revoked":
-        line = found.revoked_line(key)
+    line = found.revocation(key)
+    if line is not None:
         return TrustOutcome(**base, status="revoked",
                             detail=(f"node {node.label}: REVOKED HOST KEY! {path}:{line.lineno} revokes "
                                     f"{key.get_name()} {fp} (@revoked {line.hosts}); not recorded, even with "
                                     "--replace: the node needs a new host key"))
     if verdict == "known":
-        where = next(p for p in found.pins if p.key == key)
-        return TrustOutcome(**base, status="known", detail=f"already in {path}:{where.lineno}")
+        where = found.pinning_line(key)
+        alias = "" if where in found.pins else f" (as {where.hosts}: ssh falls back to the name without the port)"
+        return TrustOutcome(**base, status="known", detail=f"already in {path}:{where.lineno}{alias}")
     if verdict == "new":
         ca = "".join(f"; {path}:{a.lineno} (@cert-authority {a.hosts}) also covers it, but host certificates "
                      "are not checked here, so the plain key is what is pinned" for a in found.authorities[:1])

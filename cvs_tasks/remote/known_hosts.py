@@ -11,6 +11,8 @@ paramiko's HostKeys compares names literally and knows no markers, so a wildcard
   for port 2222;
 * ``@revoked`` lines that match the host name keys that are refused for it, whatever else the
   file says;
+* a host on another port is looked up as ``[host]:port``; when no line pins that name, ssh
+  accepts a key the bare ``host`` pins ("checking without port identifier"), and so do we;
 * ``@cert-authority`` lines name a CA trusted to sign host certificates. A plain host key is
   never checked against them (OpenSSH neither), so they are not a pin: the host counts as having
   no recorded key unless a plain line matches it. This harness does not verify certificates.
@@ -122,26 +124,50 @@ class HostLookup:
     pins: list[KnownHostLine] = field(default_factory=list)
     revoked: list[KnownHostLine] = field(default_factory=list)
     authorities: list[KnownHostLine] = field(default_factory=list)
+    fallback: HostLookup | None = None  # for ``[host]:port``: the bare ``host``, consulted when no line pins
 
     def revoked_line(self, key: paramiko.PKey) -> KnownHostLine | None:
         return next((line for line in self.revoked if line.key == key), None)
+
+    def revocation(self, key: paramiko.PKey) -> KnownHostLine | None:
+        """The ``@revoked`` line that refuses ``key``: one for this name, or, when this name pins
+        nothing, one for the bare name ssh falls back to (ssh reports that as revoked too)."""
+        line = self.revoked_line(key)
+        if line is None and not self.pins and self.fallback is not None:
+            line = self.fallback.revocation(key)
+        return line
+
+    def pinning_line(self, key: paramiko.PKey) -> KnownHostLine | None:
+        """The line that makes ``key`` known (here, or through the bare-name fallback)."""
+        line = next((p for p in self.pins if p.key == key), None)
+        if line is None and not self.pins and self.fallback is not None and self.fallback.decide(key) == "known":
+            line = self.fallback.pinning_line(key)
+        return line
 
     def trusted_pins(self) -> list[KnownHostLine]:
         """Pins whose key is not also revoked for this host: what a connection may accept."""
         return [p for p in self.pins if self.revoked_line(p.key) is None]
 
     def decide(self, key: paramiko.PKey) -> str:
-        """``revoked``, ``known``, ``changed`` (pinned to other keys) or ``new`` (no pin)."""
-        if self.revoked_line(key) is not None:
+        """``revoked``, ``known``, ``changed`` (pinned to other keys) or ``new`` (no pin).
+
+        As ssh does for a host on another port: with no line for ``[host]:port`` at all, a key the
+        bare ``host`` pins (and does not revoke) is known; anything else there leaves it new."""
+        if self.revocation(key) is not None:
             return "revoked"
-        if any(p.key == key for p in self.pins):
+        if self.pinning_line(key) is not None:
             return "known"
         return "changed" if self.pins else "new"
 
 
+PORTED_NAME = re.compile(r"\A\[(.+)\]:([0-9]+)\Z")
+
+
 def lookup(lines: list[KnownHostLine], name: str) -> HostLookup:
     """Sort the lines that cover ``name`` into pins, revocations and certificate authorities."""
-    found = HostLookup(name)
+    ported = PORTED_NAME.match(name)
+    fallback = lookup(lines, ported[1]) if ported and ported[2] != "22" else None
+    found = HostLookup(name, fallback=fallback)
     kinds = {None: found.pins, "revoked": found.revoked, "cert-authority": found.authorities}
     for line in lines:
         if host_matches(line.hosts, name):
