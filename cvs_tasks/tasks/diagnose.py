@@ -30,6 +30,7 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
         record = session.run.read_record("diagnose")
         print_summary(build_results(session.run), run_dir=session.run.path)
         if record is not None:
-            echo(f"diagnose: {record.status}: {record.reason}", f"failing nodes: {session.run.path / 'failing_nodes.txt'}")
+            echo(f"diagnose: {record.status}: {record.reason}",
+                 f"failing nodes: {session.run.path / 'failing_nodes.txt'}")
     if code:
         raise Exit(code=code)

@@ -137,31 +137,36 @@ def connect_verdict(server, known_hosts: Path) -> str:
     raise AssertionError(result.error)
 
 
-# {N}: the name OpenSSH looks up ("addr" or "[addr]:port"), {A}: the address, {P}: the port,
-# {S}: the server's key, {O}: another key. Every case runs on port 22 and on ALT_PORT.
+# {N}: the name OpenSSH looks up ("addr" or "[addr]:port"), {A}: the address, {W} / {Q}: a `*` / `?`
+# pattern covering it, {H}: its hashed name, {S}: the server's key, {O}: another key.
+# case -> (known_hosts, OpenSSH's verdict on port 22, on ALT_PORT); each is checked against ssh itself.
 CASES = {
-    "plain": "{N} {S}\n",
-    "hashed": "{H} {S}\n",
-    "comma list": "10.9.9.9,{N} {S}\n",
-    "wildcard star": "{W} {S}\n",
-    "wildcard question mark": "{Q} {S}\n",
-    "wildcard pinned to another key": "# a site-wide pin\n{W} {O}\n",
-    "plain and wildcard disagree": "{W} {O}\n{N} {S}\n",
-    "negated": "!{N},{W} {S}\n",
-    "negated, then pinned elsewhere": "!{N},{W} {O}\n",
-    "revoked everywhere": "{N} {S}\n@revoked * {S}\n",
-    "revoked by a wildcard, no pin": "@revoked {W} {S}\n",
-    "revoked for another host only": "{N} {S}\n@revoked 10.9.9.9 {S}\n",
-    "revoked other key, pinned": "{N} {S}\n@revoked {N} {O}\n",
-    "cert-authority only": "@cert-authority {N} {S}\n",
-    "cert-authority and a pin": "@cert-authority * {O}\n{N} {S}\n",
-    "bare address": "{A} {S}\n",
-    "bare address pinned to another key": "{A} {O}\n",
-    "bare address revoked": "{A} {S}\n@revoked {A} {S}\n",
-    "port 22 form": "[{A}]:22 {S}\n",
-    "any port": "[{A}]:* {S}\n",
-    "star alone": "* {S}\n",
+    "plain": ("{N} {S}\n", "known", "known"),
+    "hashed": ("{H} {S}\n", "known", "known"),
+    "comma list": ("10.9.9.9,{N} {S}\n", "known", "known"),
+    "wildcard star": ("{W} {S}\n", "known", "known"),
+    "wildcard question mark": ("{Q} {S}\n", "known", "known"),
+    "wildcard pinned to another key": ("# a site-wide pin\n{W} {O}\n", "changed", "changed"),
+    "plain and wildcard disagree": ("{W} {O}\n{N} {S}\n", "known", "known"),
+    "negated": ("!{N},{W} {S}\n", "new", "new"),
+    "negated, then pinned elsewhere": ("!{N},{W} {O}\n", "new", "new"),
+    "revoked everywhere": ("{N} {S}\n@revoked * {S}\n", "revoked", "revoked"),
+    "revoked by a wildcard, no pin": ("@revoked {W} {S}\n", "revoked", "revoked"),
+    "revoked for another host only": ("{N} {S}\n@revoked 10.9.9.9 {S}\n", "known", "known"),
+    "revoked other key, pinned": ("{N} {S}\n@revoked {N} {O}\n", "known", "known"),
+    "cert-authority only": ("@cert-authority {N} {S}\n", "new", "new"),
+    "cert-authority and a pin": ("@cert-authority * {O}\n{N} {S}\n", "known", "known"),
+    "bare address": ("{A} {S}\n", "known", "known"),  # another port: ssh falls back to the bare name
+    "bare address pinned to another key": ("{A} {O}\n", "changed", "new"),
+    "bare address revoked": ("{A} {S}\n@revoked {A} {S}\n", "revoked", "revoked"),
+    "port 22 form": ("[{A}]:22 {S}\n", "new", "new"),  # port 22 is looked up as the bare name only
+    "any port": ("[{A}]:* {S}\n", "new", "known"),
+    "star alone": ("* {S}\n", "known", "known"),
 }
+
+
+def test_the_cases_reach_every_verdict():
+    assert {v for _, *verdicts in CASES.values() for v in verdicts} == {"known", "new", "changed", "revoked"}
 
 
 def write_case(tmp_path: Path, server, template: str, other: str) -> Path:
@@ -180,22 +185,17 @@ def write_case(tmp_path: Path, server, template: str, other: str) -> Path:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_trust_and_connect_decide_as_the_ssh_client_does(tmp_path, keys, servers, case, port):
     server = servers[port]
-    kh = write_case(tmp_path, server, CASES[case], keys["K1"])
+    template, on_22, on_alt = CASES[case]
+    kh = write_case(tmp_path, server, template, keys["K1"])
     before = kh.read_text()
     expected = openssh_verdict(server, kh)
+    assert expected == (on_22 if port == 22 else on_alt)
     [outcome] = scan_keys(cluster_for(server, kh), kh, timeout=10)
     assert outcome.status == expected, (case, outcome.detail)
     assert connect_verdict(server, kh) == expected
     assert kh.read_text() == before  # deciding writes nothing
     if expected in ("changed", "revoked"):
         assert f"{kh}:" in outcome.detail  # the line that decided it is named
-
-
-def test_the_verdicts_cover_every_outcome(tmp_path, keys, servers):
-    """The table above is not a set of look-alikes: OpenSSH reaches each verdict at least once."""
-    server = servers[22]
-    seen = {openssh_verdict(server, write_case(tmp_path, server, t, keys["K1"])) for t in CASES.values()}
-    assert seen == {"known", "new", "changed", "revoked"}
 
 
 def test_a_revoked_key_is_never_recorded_even_with_replace(tmp_path, keys, servers):
@@ -239,3 +239,27 @@ def test_a_key_revoked_for_the_bare_address_is_revoked_on_another_port(tmp_path,
     assert openssh_verdict(server, kh) == "revoked" and connect_verdict(server, kh) == "revoked"
     [outcome] = scan_keys(cluster_for(server, kh), kh, timeout=10)
     assert outcome.status == "revoked" and f"{kh}:1" in outcome.detail
+
+
+@pytest.mark.parametrize("template, words, lineno", [("{W} {O}\n", "HOST KEY CHANGED!", 1),
+                                                     ("{N} {O}\n@revoked * {S}\n", "REVOKED HOST KEY!", 2)])
+def test_invoke_cluster_trust_yes_records_nothing_over_a_wildcard_pin_or_a_revocation(tmp_path, keys, servers,
+                                                                                    capsys, template, words, lineno):
+    import json
+
+    from invoke import Context
+    from invoke.exceptions import Exit
+
+    from cvs_tasks.tasks import cluster as cluster_tasks
+
+    server = servers[ALT_PORT]
+    kh = write_case(tmp_path, server, template, keys["K1"])
+    before = kh.read_text()
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({"username": "root", "priv_key_file": str(server.client_key),
+                                   "known_hosts": str(kh), "node_dict": {server.address: {"port": server.port}}}))
+    with pytest.raises(Exit) as info:
+        cluster_tasks.trust(Context(), cluster=str(cluster), yes=True, timeout="10")
+    assert info.value.code != 0 and words in info.value.message and f"{kh}:{lineno}" in info.value.message
+    assert kh.read_text() == before
+    assert words in capsys.readouterr().out
