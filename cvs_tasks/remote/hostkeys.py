@@ -2,8 +2,10 @@
 
 Fabric's Connection accepts any key (AutoAddPolicy); SshHosts replaces that policy with
 ``StrictHostKeyPolicy`` before the first connect, so an unknown key is refused and a changed
-key raises paramiko's BadHostKeyException. The messages here say which node, which file and
-line, and what command fixes it.
+key raises paramiko's BadHostKeyException. paramiko reads known_hosts literally, so the file is
+matched here as ssh matches it (known_hosts.py) and each connection gets only the keys pinned for
+its node (``pin_host_keys``); a revoked key is refused as revoked. The messages here say which
+node, which file and line, and what command fixes it.
 """
 
 from __future__ import annotations
@@ -170,8 +172,8 @@ class TrustOutcome:
     """What trust found (and did) for one node.
 
     Before recording: ``new`` (no key for this host), ``replace`` (a differing key, ``--replace``
-    given), ``known``, ``changed`` (refused: differs, or a second key type), ``skipped`` (local),
-    ``error``. After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
+    given), ``known``, ``changed`` (refused: differs, or a second key type), ``revoked`` (refused,
+    ``--replace`` or not: an ``@revoked`` line covers the key), ``skipped`` (local), ``error``. After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
     """
 
     host: str
