@@ -15,6 +15,7 @@ from cvs_tasks.history.queries import RunFilter, find_run_id, load_entry, recent
 from cvs_tasks.history.store import rebuild
 from cvs_tasks.history.tables import comparison_tables, runs_table
 from cvs_tasks.run.rundir import RunDir
+from cvs_tasks.terminal import make_console
 
 
 def _open(reports_root: Path, history: str | None):
@@ -40,7 +41,7 @@ def show_history(reports_root: Path, history: str | None, filt: RunFilter, *, as
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:
-        (console or Console()).print(runs_table(rows))
+        (console or make_console()).print(runs_table(rows))
     return rows
 
 
@@ -72,7 +73,7 @@ def show_compare(reports_root: Path, history: str | None, run_a: str, run_b: str
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:
-        console = console or Console()
+        console = console or make_console()
         for table in comparison_tables(cmp):
             console.print(table)
     return data

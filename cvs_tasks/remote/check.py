@@ -13,6 +13,7 @@ from cvs_tasks.remote import docker_cmd as dc
 from cvs_tasks.remote.fingerprint import drift, fingerprint_probes, parse_fingerprint
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import NodeResult, last_line
+from cvs_tasks.terminal import visible
 
 CHECKS = ("ssh", "docker", "image", "gpus", "disk", "versions")
 
@@ -199,12 +200,13 @@ def _mark(item: CheckItem) -> str:
 
 
 def format_check_table(checks: Sequence[NodeCheck]) -> str:
-    """A plain-text table (node x check) followed by one line per failed or skipped check."""
+    """A plain-text table (node x check) followed by one line per failed or skipped check; node text
+    (host names, details from the node) with its control characters shown, a line per field."""
     header = ["node", *CHECKS, "result"]
-    rows = [[c.host, *(_mark(i) for i in c.items), "PASS" if c.ok else "FAIL"] for c in checks]
+    rows = [[visible(c.host), *(_mark(i) for i in c.items), "PASS" if c.ok else "FAIL"] for c in checks]
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in [header, *rows]]
-    notes = [f"  {c.host}: {i.name}: {i.detail}" for c in checks for i in c.items if i.ok is not True]
+    notes = [visible(f"  {c.host}: {i.name}: {i.detail}") for c in checks for i in c.items if i.ok is not True]
     if notes:
         lines += ["", "details:", *notes]
     return "\n".join(lines)

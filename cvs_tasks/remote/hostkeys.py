@@ -2,24 +2,26 @@
 
 Fabric's Connection accepts any key (AutoAddPolicy); SshHosts replaces that policy with
 ``StrictHostKeyPolicy`` before the first connect, so an unknown key is refused and a changed
-key raises paramiko's BadHostKeyException. The messages here say which node, which file and
-line, and what command fixes it.
+key raises paramiko's BadHostKeyException. paramiko reads known_hosts literally, so the file is
+matched here as ssh matches it (known_hosts.py) and each connection gets only the keys pinned for
+its node (``pin_host_keys``); a revoked key is refused as revoked. The messages here say which
+node, which file and line, and what command fixes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 import paramiko
-from paramiko.hostkeys import HostKeyEntry, HostKeys, InvalidHostKey
 
 from cvs_tasks.identifiers import control_characters
 from cvs_tasks.inputs import InputRefused, read_text
+from cvs_tasks.remote.known_hosts import HostLookup, KnownHostLine, NotAnEntry, lookup, parse_line
 from cvs_tasks.remote.results import Node
 
 if TYPE_CHECKING:  # the config package is another area; only its shape matters here
@@ -37,10 +39,31 @@ class UnknownHostKey(paramiko.SSHException):
         self.key = key
 
 
+class RevokedHostKey(paramiko.SSHException):
+    """The node offered a key that an ``@revoked`` line of known_hosts covers for it."""
+
+    def __init__(self, hostname: str, key: paramiko.PKey, line: KnownHostLine):
+        super().__init__(f"host key for {hostname} is revoked")
+        self.hostname = hostname
+        self.key = key
+        self.line = line
+
+
 class StrictHostKeyPolicy(paramiko.RejectPolicy):
-    """Refuse unknown keys with an exception that carries the offered key (for the message)."""
+    """Refuse unknown keys with an exception that carries the offered key (for the message); a key
+    revoked in ``known_hosts`` for that host is refused as revoked."""
+
+    def __init__(self, known_hosts: Path | None = None):
+        self.known_hosts = known_hosts
 
     def missing_host_key(self, client, hostname, key):  # noqa: D102 (paramiko hook)
+        if self.known_hosts is not None:
+            found = host_lookup(self.known_hosts, hostname)
+            revoked = found.revocation(key)
+            if revoked is not None:
+                raise RevokedHostKey(hostname, key, revoked)
+            if found.decide(key) == "known":  # pinned under the bare name only, as ssh accepts it
+                return
         raise UnknownHostKey(hostname, key)
 
 
@@ -71,54 +94,43 @@ def fingerprint(key: paramiko.PKey) -> str:
     return key.fingerprint
 
 
-def _name_matches(pattern: str, name: str) -> bool:
-    if pattern.startswith("|1|"):
-        return HostKeys.hash_host(name, pattern) == pattern
-    return pattern == name
-
-
-def read_known_hosts(path: Path) -> list[tuple[int, str, HostKeyEntry | None]]:
+def read_known_hosts(path: Path) -> list[tuple[int, str, KnownHostLine | None]]:
     """(line number, line, entry) for every line of ``path`` (missing file: none), read through the
-    bounded reader. A line that is not a known_hosts entry at all (fewer than three fields, key
-    data that is not base64, a control character) is refused with file and line, exit 2; an entry
-    paramiko cannot use (a ``@cert-authority`` marker, an unknown key type) has entry None."""
+    bounded reader. A line that is not a known_hosts entry at all (fewer than three fields, an
+    unknown marker, key data that is not base64, a control character) is refused with file and
+    line, exit 2; comments, blank lines and key types paramiko cannot use have entry None."""
     if not os.path.lexists(path):
         return []
-    out: list[tuple[int, str, HostKeyEntry | None]] = []
+    out: list[tuple[int, str, KnownHostLine | None]] = []
     for lineno, line in enumerate(read_text(path, "known_hosts").split("\n"), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             out.append((lineno, line, None))
             continue
-        if control_characters(stripped) or len(stripped.split()) < 3:
-            raise InputRefused(path, "not a known_hosts entry (host, key type, key); fix or delete the line",
+        if control_characters(stripped):
+            raise InputRefused(path, "not a known_hosts entry (control character); fix or delete the line",
                                f"line {lineno}")
-        if stripped.startswith("@"):
-            out.append((lineno, line, None))
-            continue
         try:
-            entry = HostKeyEntry.from_line(stripped, lineno)
-        except (InvalidHostKey, paramiko.SSHException, ValueError, TypeError) as exc:
-            raise InputRefused(path, f"unreadable key data ({exc}); fix or delete the line",
-                               f"line {lineno}") from None
-        out.append((lineno, line, entry))
+            out.append((lineno, line, parse_line(stripped, lineno)))
+        except NotAnEntry as exc:
+            raise InputRefused(path, f"{exc}; fix or delete the line", f"line {lineno}") from None
     return out
 
 
-def load_known_hosts(client: paramiko.SSHClient, path: Path) -> None:
-    """Give ``client`` every usable key of ``path`` (instead of paramiko's loader, which raises a
-    traceback on a malformed line)."""
+def host_lookup(path: Path, name: str) -> HostLookup:
+    """The lines of ``path`` that cover host ``name`` as OpenSSH matches them (known_hosts.py)."""
+    return lookup([e for _, _, e in read_known_hosts(path) if e is not None], name)
+
+
+def pin_host_keys(client: paramiko.SSHClient, path: Path, name: str) -> None:
+    """Give ``client`` the keys ``path`` pins for ``name``, under that exact name, minus revoked ones.
+
+    paramiko compares names literally and ignores markers, so the matching (wildcards, negation,
+    hashes, ``@revoked``) is done here; a key offered that is not among these reaches paramiko's
+    BadHostKeyException (other pins) or the policy (none), and both refuse it."""
     keys = client.get_host_keys()
-    for _, _, entry in read_known_hosts(path):
-        if entry is not None:
-            for name in entry.hostnames:
-                keys.add(name, entry.key.get_name(), entry.key)
-
-
-def find_entries(path: Path, name: str) -> list[tuple[int, HostKeyEntry]]:
-    """(line number, entry) for each line of ``path`` that names ``name`` (hashed names too)."""
-    return [(n, e) for n, _, e in read_known_hosts(path)
-            if e is not None and any(_name_matches(p, name) for p in e.hostnames)]
+    for line in host_lookup(path, name).trusted_pins():
+        keys.add(name, line.key.get_name(), line.key)
 
 
 def trust_hint(cluster_file: str | os.PathLike | None, replace: bool = False) -> str:
@@ -135,8 +147,11 @@ def describe_unknown_key(node: Node, exc: UnknownHostKey, known_hosts: Path,
 def describe_changed_key(node: Node, exc: paramiko.BadHostKeyException, known_hosts: Path,
                          cluster_file: str | os.PathLike | None) -> str:
     name = host_key_name(node.address, node.port)
-    lines = [n for n, e in find_entries(known_hosts, name)
-             if e.key.get_name() == exc.expected_key.get_name()]
+    found = host_lookup(known_hosts, name)
+    revoked = found.revocation(exc.key)
+    if revoked is not None:
+        return describe_revoked_key(node, RevokedHostKey(name, exc.key, revoked), known_hosts)
+    lines = [p.lineno for p in found.pins if p.key.get_name() == exc.expected_key.get_name()]
     where = f"{known_hosts}:{lines[0]}" if lines else str(known_hosts)
     return (f"HOST KEY CHANGED! {where} has {exc.expected_key.get_name()} "
             f"{fingerprint(exc.expected_key)} but the node now offers {fingerprint(exc.key)}. "
@@ -144,15 +159,21 @@ def describe_changed_key(node: Node, exc: paramiko.BadHostKeyException, known_ho
             f"Refusing to connect; if the change is expected, run `{trust_hint(cluster_file, True)}`")
 
 
+def describe_revoked_key(node: Node, exc: RevokedHostKey, known_hosts: Path) -> str:
+    return (f"REVOKED HOST KEY! the node offers {exc.key.get_name()} {fingerprint(exc.key)}, which "
+            f"{known_hosts}:{exc.line.lineno} revokes (@revoked {exc.line.hosts}). Refusing to connect; "
+            "the node needs a new host key, recorded once it has one")
+
+
 # --- recording keys on purpose ------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class TrustOutcome:
     """What trust found (and did) for one node.
 
     Before recording: ``new`` (no key for this host), ``replace`` (a differing key, ``--replace``
-    given), ``known``, ``changed`` (refused: differs, or a second key type), ``skipped`` (local),
-    ``error``. After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
+    given), ``known``, ``changed`` (refused: differs, or a second key type), ``revoked`` (refused,
+    ``--replace`` or not: an ``@revoked`` line covers the key), ``skipped`` (local), ``error``. After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
     """
 
     host: str
@@ -164,6 +185,7 @@ class TrustOutcome:
     detail: str
     line: str | None = None  # the known_hosts line to add
     drop: tuple[int, ...] = ()  # line numbers it replaces
+    exclude: tuple[int, ...] = ()  # shared line numbers this host is excluded from
 
     @property
     def ok(self) -> bool:
@@ -198,12 +220,14 @@ def scan_keys(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, 
               replace: bool = False, timeout: float = 10.0) -> list[TrustOutcome]:
     """Fetch every SSH node's key and decide, per node, what recording it would do. Writes nothing.
 
-    A host that already has a recorded key keeps it: a different key of the same type is a change,
-    and so is a key of another type (an attacker can offer any type the client accepts); both are
-    refused unless ``replace``, which then names the key(s) it replaces. Local nodes are skipped.
+    Lines cover a node as OpenSSH matches them (wildcards, negation, hashes: known_hosts.py). A
+    host that already has a pinned key keeps it: a different key of the same type is a change, and
+    so is a key of another type (an attacker can offer any type the client accepts); both are
+    refused unless ``replace``, which then names the line(s) it replaces. A key an ``@revoked``
+    line covers is refused, ``replace`` or not. Local nodes are skipped.
     """
     path = known_hosts_path(cluster, known_hosts)
-    entries_all = read_known_hosts(path)
+    lines = [e for _, _, e in read_known_hosts(path) if e is not None]
     outcomes: list[TrustOutcome] = []
     for spec in cluster.hosts:
         node = Node(spec.name, spec.address, int(getattr(spec, "port", 22) or 22))
@@ -211,35 +235,48 @@ def scan_keys(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, 
             outcomes.append(TrustOutcome(node.name, node.address, node.port, None, None, "skipped",
                                          "local node: no SSH"))
             continue
-        name = host_key_name(node.address, node.port)
-        entries = [(n, e) for n, _, e in entries_all
-                   if e is not None and any(_name_matches(p, name) for p in e.hostnames)]
+        found = lookup(lines, host_key_name(node.address, node.port))
         try:
             key = fetch_host_key(node.address, node.port, timeout,
-                                 prefer=[e.key.get_name() for _, e in entries])
+                                 prefer=[p.key.get_name() for p in found.trusted_pins()])
         except (OSError, paramiko.SSHException, EOFError) as exc:
             outcomes.append(TrustOutcome(node.name, node.address, node.port, None, None, "error",
                                          f"node {node.label}: cannot fetch the host key: {exc or type(exc).__name__}"))
             continue
-        outcomes.append(_decide(node, name, key, entries, path, replace))
+        outcomes.append(decide(node, found, key, path, replace))
     return outcomes
 
 
-def _decide(node: Node, name: str, key: paramiko.PKey, entries: list[tuple[int, HostKeyEntry]],
-            path: Path, replace: bool) -> TrustOutcome:
+def decide(node: Node, found: HostLookup, key: paramiko.PKey, path: Path, replace: bool) -> TrustOutcome:
+    """What recording ``key`` for ``node`` would do, given the lines that cover it. Pure."""
     fp = fingerprint(key)
+    name = found.name
     base = dict(host=node.name, address=node.address, port=node.port, key_type=key.get_name(),
                 fingerprint=fp, line=f"{name} {key.get_name()} {key.get_base64()}")
-    if not entries:
-        return TrustOutcome(**base, status="new", detail=f"new: will be recorded in {path}")
-    if any(e.key == key for _, e in entries):
-        return TrustOutcome(**base, status="known", detail=f"already in {path}")
-    where = ", ".join(f"{path}:{n}" for n, _ in entries)
-    old = ", ".join(f"{e.key.get_name()} {fingerprint(e.key)}" for _, e in entries)
+    verdict = found.decide(key)
+    line = found.revocation(key)
+    if line is not None:
+        return TrustOutcome(**base, status="revoked",
+                            detail=(f"node {node.label}: REVOKED HOST KEY! {path}:{line.lineno} revokes "
+                                    f"{key.get_name()} {fp} (@revoked {line.hosts}); not recorded, even with "
+                                    "--replace: the node needs a new host key"))
+    if verdict == "known":
+        where = found.pinning_line(key)
+        alias = "" if where in found.pins else f" (as {where.hosts}: ssh falls back to the name without the port)"
+        return TrustOutcome(**base, status="known", detail=f"already in {path}:{where.lineno}{alias}")
+    if verdict == "new":
+        ca = "".join(f"; {path}:{a.lineno} (@cert-authority {a.hosts}) also covers it, but host certificates "
+                     "are not checked here, so the plain key is what is pinned" for a in found.authorities[:1])
+        return TrustOutcome(**base, status="new", detail=f"new: will be recorded in {path}{ca}")
+    where = ", ".join(f"{path}:{p.lineno} ({p.hosts})" for p in found.pins)
+    old = ", ".join(f"{p.key.get_name()} {fingerprint(p.key)}" for p in found.pins)
     if replace:
-        return TrustOutcome(**base, status="replace", drop=tuple(n for n, _ in entries),
-                            detail=f"replaces {old} at {where}")
-    same_type = any(e.key.get_name() == key.get_name() for _, e in entries)
+        drop = tuple(p.lineno for p in found.pins if p.only_names(name))
+        shared = tuple(p.lineno for p in found.pins if not p.only_names(name))
+        note = f"; {name} is excluded (!{name}) from shared line(s) {', '.join(map(str, shared))}" if shared else ""
+        return TrustOutcome(**base, status="replace", drop=drop, exclude=shared,
+                            detail=f"replaces {old} at {where}{note}")
+    same_type = any(p.key.get_name() == key.get_name() for p in found.pins)
     what = "HOST KEY CHANGED!" if same_type else "HOST KEY TYPE CHANGED!"
     return TrustOutcome(**base, status="changed",
                         detail=(f"node {node.label}: {what} {where} has {old}, the node offers "
@@ -248,14 +285,22 @@ def _decide(node: Node, name: str, key: paramiko.PKey, entries: list[tuple[int, 
 
 
 def record_keys(outcomes: list[TrustOutcome], known_hosts: Path) -> list[TrustOutcome]:
-    """Write the pending keys (atomically, keeping every other line); outcomes as recorded."""
+    """Write the pending keys (atomically, keeping every other line); outcomes as recorded.
+
+    A replaced pin on a line of its own is dropped; a line shared with other hosts (a wildcard, a
+    list) keeps pinning them and gets ``!name`` in front, so it no longer covers the replaced host."""
     pending = [o for o in outcomes if o.pending]
     if pending:
         lines = [line for _, line, _ in read_known_hosts(known_hosts)]
         if lines and lines[-1] == "":
             lines.pop()
         drop = {n for o in pending for n in o.drop}
-        kept = [line for n, line in enumerate(lines, 1) if n not in drop]
+        exclude: dict[int, list[str]] = {}
+        for o in pending:
+            for n in o.exclude:
+                exclude.setdefault(n, []).append(host_key_name(o.address, o.port))
+        kept = [_excluding(line, exclude[n]) if n in exclude else line
+                for n, line in enumerate(lines, 1) if n not in drop]
         add = list(dict.fromkeys(o.line for o in pending if o.line))
         _write_atomic(known_hosts, "\n".join(kept + add) + "\n")
     done = {"new": "added", "replace": "replaced"}
@@ -264,9 +309,14 @@ def record_keys(outcomes: list[TrustOutcome], known_hosts: Path) -> list[TrustOu
             for o in outcomes]
 
 
+def _excluding(line: str, names: list[str]) -> str:
+    """A pin ``line`` with ``!name,`` put in front of its host patterns (a pin has no marker)."""
+    hosts, rest = line.split(None, 1)
+    return ",".join(f"!{n}" for n in dict.fromkeys(names)) + f",{hosts} {rest}"
+
+
 def replace_status(outcome: TrustOutcome, status: str, detail: str) -> TrustOutcome:
-    return TrustOutcome(outcome.host, outcome.address, outcome.port, outcome.key_type,
-                        outcome.fingerprint, status, detail, outcome.line, outcome.drop)
+    return dataclasses.replace(outcome, status=status, detail=detail)
 
 
 def trust(cluster: "Cluster", known_hosts: str | os.PathLike | None = None, *,

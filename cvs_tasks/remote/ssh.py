@@ -27,8 +27,8 @@ from fabric.exceptions import GroupException
 from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 
-from cvs_tasks.remote.hostkeys import (StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
-                                       describe_unknown_key, load_known_hosts)
+from cvs_tasks.remote.hostkeys import (RevokedHostKey, StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
+                                       describe_revoked_key, describe_unknown_key, host_key_name, pin_host_keys)
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
@@ -92,8 +92,8 @@ class SshHosts(Hosts):
         connection = Connection(host=node.address, user=username, port=node.port,
                                 connect_kwargs=connect_kwargs, config=config)
         # Fabric installs AutoAddPolicy; replace it before anything can connect.
-        load_known_hosts(connection.client, self.known_hosts)
-        connection.client.set_missing_host_key_policy(StrictHostKeyPolicy())
+        pin_host_keys(connection.client, self.known_hosts, host_key_name(node.address, node.port))
+        connection.client.set_missing_host_key_policy(StrictHostKeyPolicy(self.known_hosts))
         return connection
 
     def _open(self, ssh: _SshNode) -> str | None:
@@ -253,7 +253,7 @@ def _retryable_only(outcome: tuple[str, bool] | None) -> str | None:
 
 
 def _is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey,
+    if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey, RevokedHostKey,
                         paramiko.AuthenticationException)):
         return False
     return isinstance(exc, (OSError, socket.timeout, EOFError, paramiko.SSHException))
@@ -264,6 +264,8 @@ def describe_exception(node: Node, exc: BaseException, known_hosts: Path,
     """Turn whatever fabric/paramiko raised into the words a user can act on."""
     if isinstance(exc, paramiko.BadHostKeyException):
         return describe_changed_key(node, exc, known_hosts, cluster_file)
+    if isinstance(exc, RevokedHostKey):
+        return describe_revoked_key(node, exc, known_hosts)
     if isinstance(exc, UnknownHostKey):
         return describe_unknown_key(node, exc, known_hosts, cluster_file)
     if isinstance(exc, paramiko.AuthenticationException):

@@ -4,7 +4,9 @@ On a terminal, one rich ``Live`` (never more than one per console: rich refuses 
 shows a table per running stage with a row per node. When stdout is not a terminal (CI, ``tee``)
 rich would only write the last frame, so plain lines are printed instead, a node's progress at
 most every few seconds unless its state changes. Events may arrive from worker threads; one lock
-serialises them. The console is a view; the run directory is the record.
+serialises them. The console is a view; the run directory is the record. Every string here may
+come from a node (a reason, a note, a host name), so it reaches the console only as ``cell`` /
+``line`` text (``cvs_tasks.terminal``: no markup, control characters shown), on a ``make_console``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rich.text import Text
 from cvs_tasks.report.formatting import DASH, STATUS_COLOURS, fmt_duration, fmt_number, fmt_test_duration
 from cvs_tasks.run.events import Message, NodeProgress, StageEvent
 from cvs_tasks.run.records import test_name
+from cvs_tasks.terminal import cell, line, make_console
 
 PLAIN_INTERVAL_S = 5.0
 STATE_STYLES = {"starting": "dim", "running": "cyan", "done": "green", "failed": "bold red", "stalled": "yellow"}
@@ -32,7 +35,7 @@ NodeKey = tuple[str, str | None, str, int]
 
 def make_console_listener(console: Console | None = None, *, live: bool | None = None) -> ConsoleListener:
     """A listener for NodeProgress/StageEvent; ``live`` defaults to "is this console a terminal"."""
-    console = console or Console()
+    console = console or make_console()
     use_live = console.is_terminal if live is None else live
     return ConsoleListener(console, live=use_live)
 
@@ -87,7 +90,7 @@ class ConsoleListener:
         key = (event.stage, event.combo)
         if event.status is None:
             self._running[key] = {}
-            self.console.print(Text.assemble((test_name(*key), "bold"), ": started"), soft_wrap=True)
+            self.console.print(line((test_name(*key), "bold"), ": started"), soft_wrap=True)
         else:
             self._running.pop(key, None)
             for node_key in [k for k in self._last_printed if k[:2] == key]:
@@ -98,7 +101,7 @@ class ConsoleListener:
     def _on_message(self, event: Message) -> None:
         """A line from a stage (a dry-run command, a warning): printed above any live display."""
         style = {"warning": "yellow", "error": "bold red"}.get(event.level, "")
-        self.console.print(Text(event.text, style=style), soft_wrap=True, highlight=False, markup=False)
+        self.console.print(cell(event.text, style), soft_wrap=True, highlight=False, markup=False)
 
     def _on_progress(self, event: NodeProgress) -> None:
         nodes = self._running.setdefault((event.stage, event.combo), {})
@@ -111,7 +114,7 @@ class ConsoleListener:
         last = self._last_printed.get(node_key)
         if last is None or last[1] != event.state or now - last[0] >= self.interval_s:
             self._last_printed[node_key] = (now, event.state)
-            self.console.print(progress_line(event), markup=False, highlight=False, soft_wrap=True)
+            self.console.print(cell(progress_line(event)), markup=False, highlight=False, soft_wrap=True)
 
     # -- live view ------------------------------------------------------------------------------
     def _refresh(self) -> None:
@@ -124,7 +127,7 @@ class ConsoleListener:
 
 def stage_table(key: StageKey, nodes: Mapping[tuple[str, int], NodeProgress]) -> Table:
     """The live table of one running stage: a row per node."""
-    table = Table(title=test_name(*key), title_justify="left", expand=False, header_style="bold")
+    table = Table(title=cell(test_name(*key)), title_justify="left", expand=False, header_style="bold")
     for column, justify in (
         ("Host", "left"),
         ("Rank", "right"),
@@ -138,14 +141,14 @@ def stage_table(key: StageKey, nodes: Mapping[tuple[str, int], NodeProgress]) ->
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for progress in sorted(nodes.values(), key=lambda p: (p.rank, p.host)):
         table.add_row(
-            progress.host,
-            str(progress.rank),
-            Text(progress.state, style=STATE_STYLES.get(progress.state, "")),
-            step_text(progress),
-            fmt_number(progress.loss),
-            fmt_number(progress.tflops),
-            fmt_duration(progress.elapsed_s),
-            progress.note,
+            cell(progress.host),
+            cell(progress.rank),
+            cell(progress.state, STATE_STYLES.get(progress.state, "")),
+            cell(step_text(progress)),
+            cell(fmt_number(progress.loss)),
+            cell(fmt_number(progress.tflops)),
+            cell(fmt_duration(progress.elapsed_s)),
+            cell(progress.note),
         )
     return table
 
@@ -173,16 +176,15 @@ def progress_line(progress: NodeProgress) -> str:
 
 def stage_end_line(event: StageEvent) -> Text:
     status = event.status or ""
-    line = Text.assemble((test_name(event.stage, event.combo), "bold"), ": ", (status, _status_style(status)))
-    if event.reason:
-        line.append(f" - {event.reason}")
-    return line
+    return line((test_name(event.stage, event.combo), "bold"), ": ", (status, _status_style(status)),
+                f" - {event.reason}" if event.reason else "")
 
 
 def print_summary(results: Mapping[str, Any], console: Console | None = None, *, run_dir: Path | None = None) -> None:
     """End-of-run table (a row per test), the verdict line and, given the run directory, the report."""
-    console = console or Console()
-    table = Table(title=f"cvs-tasks run {results.get('run_id') or DASH}", title_justify="left", header_style="bold")
+    console = console or make_console()
+    table = Table(title=cell(f"cvs-tasks run {results.get('run_id') or DASH}"), title_justify="left",
+                  header_style="bold")
     table.add_column("Test", overflow="fold")
     table.add_column("Status", no_wrap=True)
     table.add_column("Duration", justify="right")
@@ -190,21 +192,21 @@ def print_summary(results: Mapping[str, Any], console: Console | None = None, *,
     for test in results.get("tests", []):
         status = str(test.get("status", ""))
         table.add_row(
-            str(test.get("name", "")),
-            Text(status, style=_status_style(status)),
-            fmt_test_duration(status, test.get("duration_s")),
-            str(test.get("reason") or ""),
+            cell(test.get("name", "")),
+            cell(status, _status_style(status)),
+            cell(fmt_test_duration(status, test.get("duration_s"))),
+            cell(test.get("reason") or ""),
         )
     console.print(table)
     verdict = str(results.get("verdict", "FAIL"))
     console.print(
-        Text.assemble("Verdict: ", (verdict, _status_style(verdict)), f" - {results.get('verdict_reason', '')}"),
+        line("Verdict: ", (verdict, _status_style(verdict)), f" - {results.get('verdict_reason', '')}"),
         soft_wrap=True,
     )
     if run_dir is not None:
         report = Path(run_dir) / "report.html"
         where = f"Report: {report}" if report.is_file() else f"Run directory: {run_dir}"
-        console.print(Text(where), soft_wrap=True)
+        console.print(cell(where), soft_wrap=True)
 
 
 def _status_style(status: str) -> str:

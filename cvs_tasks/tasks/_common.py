@@ -12,16 +12,18 @@ from invoke.exceptions import Exit
 
 from cvs_tasks.errors import BadInput, CvsError
 from cvs_tasks.identifiers import ASCII_DECIMAL
+from cvs_tasks.terminal import visible
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Run a task body; a CvsError becomes its message on stderr and its exit status, no traceback."""
+    """Run a task body; a CvsError becomes its message on stderr and its exit status, no traceback.
+    The message may quote node text, so its control characters are shown, not sent (``visible``)."""
     try:
         yield
     except CvsError as exc:
         sys.stdout.flush()
-        raise Exit(message=str(exc), code=exc.exit_code) from None
+        raise Exit(message=visible(str(exc), keep_newlines=True), code=exc.exit_code) from None
 
 
 def seconds_flag(flag: str, value: object, default: float) -> float:

@@ -8,6 +8,7 @@ from invoke import Collection, task
 
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.tasks._common import configured, seconds_flag, user_errors
+from cvs_tasks.terminal import echo
 
 DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"
 
@@ -43,7 +44,7 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
         bound = seconds_flag("connect-timeout", connect_timeout, 10.0)
         with connect(spec, known_hosts=known_hosts, connect_timeout=bound) as hosts:
             checks = check_nodes(hosts, runtime, container.get("image"), log_dir, visible_check)
-        print(format_check_table(checks))
+        echo(*format_check_table(checks).split("\n"))
         bad = [f"{ch.host} ({', '.join(ch.failed())})" for ch in checks if not ch.ok]
         if bad:
             raise InfraError(f"cluster check failed on {len(bad)} of {len(checks)} node(s): "
@@ -68,14 +69,14 @@ def trust(c, cluster=None, known_hosts=None, replace=False, yes=False, timeout=N
         path = known_hosts_path(spec, known_hosts)
         outcomes = scan_keys(spec, path, replace=replace, timeout=seconds_flag("timeout", timeout, 10.0))
         for o in outcomes:
-            print(_outcome_line(o))
+            echo(_outcome_line(o))
         pending = [o for o in outcomes if o.pending]
         if pending and not yes:
             _confirm(len(pending), path)
         if pending:
             for o in record_keys(outcomes, path):
                 if o.status in ("added", "replaced"):
-                    print(_outcome_line(o))
+                    echo(_outcome_line(o))
         bad = [o for o in outcomes if not o.ok]
         if bad:
             raise InfraError(f"{len(bad)} host key(s) not recorded in {path}:\n"

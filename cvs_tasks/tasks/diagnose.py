@@ -7,6 +7,7 @@ from invoke.exceptions import Exit
 
 from cvs_tasks.tasks._common import user_errors
 from cvs_tasks.tasks._lifecycle import NO_COMBO, listener, request
+from cvs_tasks.terminal import echo
 
 
 @task(help={k: v for k, v in NO_COMBO.items() if k not in ("force", "dry_run")})
@@ -29,7 +30,7 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
         record = session.run.read_record("diagnose")
         print_summary(build_results(session.run), run_dir=session.run.path)
         if record is not None:
-            print(f"diagnose: {record.status}: {record.reason}")
-            print(f"failing nodes: {session.run.path / 'failing_nodes.txt'}")
+            echo(f"diagnose: {record.status}: {record.reason}",
+                 f"failing nodes: {session.run.path / 'failing_nodes.txt'}")
     if code:
         raise Exit(code=code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, user_errors
+from cvs_tasks.terminal import echo
 
 COMMON = {
     "reports_dir": REPORTS_DIR_HELP,
@@ -41,8 +42,8 @@ def rebuild(c, reports_dir=None, history=None):
     with user_errors():
         count, problems, path = rebuild_history(reports_root(c, reports_dir), history)
         for p in problems:
-            print(f"warning: {p}")
-        print(f"{count} run(s) recorded in {path}")
+            echo(f"warning: {p}")
+        echo(f"{count} run(s) recorded in {path}")
 
 
 ns = Collection("history", show, rebuild)

@@ -1,4 +1,7 @@
-"""``logs.parse FILE`` and ``logs.scan FILE``: work on any training log, no cluster needed."""
+"""``logs.parse FILE`` and ``logs.scan FILE``: work on any training log, no cluster needed.
+
+A log is node text: every line printed goes through ``echo`` (control characters shown, never sent);
+``--json`` output is JSON, whose encoder escapes them."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from invoke.exceptions import Exit
 
 from cvs_tasks.errors import BadInput, GateFailed
 from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.terminal import echo
 
 
 def _positive_int(flag: str, value) -> int | None:
@@ -79,7 +83,7 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
             _fatal_exit(parser, file)
             return
         used = summary["metrics_steps"]
-        print(f"{file}: dialect {summary['dialect']} ({summary['flavour']}), "
+        echo(f"{file}: dialect {summary['dialect']} ({summary['flavour']}), "
               f"step {summary['iterations']}/{summary['planned_iterations']}, "
               f"{'completed' if summary['completed'] else 'not completed'}, "
               f"warm-up steps <= {summary['warmup_cutoff']}; metrics from steps {used['first_step']}-"
@@ -88,20 +92,20 @@ def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None,
             print(f"  steps {', '.join(map(str, used['averaged_steps']))} printed a running average, not their own"
                   " time (the time stamps say so): left out")
         for name, value in summary["metrics"].items():
-            print(f"  {name:<40} {_fmt(value):>14}  {unit_for(name)}")
-        print(f"  {'tflops recomputed (current formula)':<40} {_fmt(summary['tflops_recomputed']):>14}"
+            echo(f"  {name:<40} {_fmt(value):>14}  {unit_for(name)}")
+        echo(f"  {'tflops recomputed (current formula)':<40} {_fmt(summary['tflops_recomputed']):>14}"
               f"  TFLOP/s/GPU")
         loss = summary["loss"]
-        print(f"  loss first {_fmt(loss['first'])} @ {loss['first_step']}, "
+        echo(f"  loss first {_fmt(loss['first'])} @ {loss['first_step']}, "
               f"last {_fmt(loss['last'])} @ {loss['last_step']}")
-        print(f"  trainer ran: {describe(effective) if effective else 'not stated (no arguments dump)'}")
-        print(f"  lines {summary['lines']}, skipped {summary['lines_skipped']}, "
+        echo(f"  trainer ran: {describe(effective) if effective else 'not stated (no arguments dump)'}")
+        echo(f"  lines {summary['lines']}, skipped {summary['lines_skipped']}, "
               f"error signatures {len(summary['errors']) + summary['errors_dropped']}")
         cause = summary["root_cause"]
         if cause:
-            print(f"  root cause: {cause['name']} at line {cause['line']}: {cause['text'][:160]}")
+            echo(f"  root cause: {cause['name']} at line {cause['line']}: {cause['text'][:160]}")
             if cause["hint"]:
-                print(f"    hint: {cause['hint']}")
+                echo(f"    hint: {cause['hint']}")
         _fatal_exit(parser, file)
 
 
@@ -117,11 +121,11 @@ def scan(c, file, json=False):
             print(jsonlib.dumps([h.to_dict() for h in hits], indent=2))
         else:
             for h in hits:
-                print(f"{file}:{h.line}: [{h.cls}] {h.name}{' (fatal)' if h.fatal else ''}: {h.text}")
+                echo(f"{file}:{h.line}: [{h.cls}] {h.name}{' (fatal)' if h.fatal else ''}: {h.text}")
             if parser.errors_dropped:
-                print(f"{file}: {parser.errors_dropped} more hits not listed")
+                echo(f"{file}: {parser.errors_dropped} more hits not listed")
             if not hits:
-                print(f"{file}: no error signatures")
+                echo(f"{file}: no error signatures")
         _fatal_exit(parser, file)
 
 

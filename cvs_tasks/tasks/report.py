@@ -8,6 +8,7 @@ from invoke import Collection, task
 
 from cvs_tasks.errors import GateFailed
 from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, user_errors
+from cvs_tasks.terminal import echo
 
 
 @task(
@@ -27,7 +28,7 @@ def render(c, run=None, reports_dir=None):
         paths = render_all(run_dir)
         results = json.loads(paths["results"].read_text(encoding="utf-8"))
         for label, path in paths.items():
-            print(f"{label:>8}: {path}")
+            echo(f"{label:>8}: {path}")
         print_summary(results, run_dir=run_dir.path)
         if results["verdict"] != "PASS":
             raise GateFailed(f"verdict FAIL: {results['verdict_reason']}")

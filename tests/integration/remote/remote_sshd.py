@@ -95,7 +95,9 @@ class SshdFactory:
             f"ListenAddress {address}:{port}", f"HostKey {host_key}", f"PidFile {pid_file}",
             f"AuthorizedKeysFile {auth_keys}", "PermitRootLogin prohibit-password",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-            "StrictModes no", "Subsystem sftp internal-sftp", "LogLevel ERROR", "",
+            "StrictModes no", "Subsystem sftp internal-sftp", "LogLevel ERROR",
+            "MaxStartups 100:30:200",  # tests open connections back to back; the default drops some
+            "",
         ]))
         log = base / "sshd.log"
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,

@@ -9,7 +9,7 @@ import pytest
 from paramiko.hostkeys import HostKeys
 
 from cvs_tasks.inputs import InputRefused
-from cvs_tasks.remote.hostkeys import find_entries, host_key_name, known_hosts_path
+from cvs_tasks.remote.hostkeys import host_key_name, host_lookup, known_hosts_path
 
 
 class C:  # the two Cluster attributes known_hosts_path reads
@@ -35,7 +35,7 @@ def test_host_key_name():
     assert host_key_name("10.0.0.1", 2222) == "[10.0.0.1]:2222"
 
 
-def test_find_entries_matches_plain_ported_and_hashed_names(tmp_path):
+def test_host_lookup_matches_plain_ported_and_hashed_names(tmp_path):
     hashed = HostKeys.hash_host("10.0.0.5")
     kh = tmp_path / "known_hosts"
     kh.write_text("\n".join([
@@ -46,10 +46,13 @@ def test_find_entries_matches_plain_ported_and_hashed_names(tmp_path):
         f"{hashed} ssh-ed25519 {key(5).get_base64()}",
         "",
     ]))
-    assert [(n, e.key) for n, e in find_entries(kh, "10.0.0.1")] == [(2, key(1))]
-    assert [(n, e.key) for n, e in find_entries(kh, "[10.0.0.1]:2222")] == [(3, key(2))]
-    assert [(n, e.key) for n, e in find_entries(kh, "10.0.0.5")] == [(5, key(5))]
-    assert find_entries(kh, "10.0.0.9") == [] and find_entries(tmp_path / "none", "x") == []
+    def pins(path, name):
+        return [(p.lineno, p.key) for p in host_lookup(path, name).pins]
+
+    assert pins(kh, "10.0.0.1") == [(2, key(1))]
+    assert pins(kh, "[10.0.0.1]:2222") == [(3, key(2))]
+    assert pins(kh, "10.0.0.5") == [(5, key(5))]
+    assert pins(kh, "10.0.0.9") == [] and pins(tmp_path / "none", "x") == []
 
 
 @pytest.mark.parametrize("line", ["garbage line", "10.0.0.1 ssh-ed25519 !!notbase64!!", "10.0.0.1\x1b ssh-ed25519 AAAA"])
@@ -57,5 +60,5 @@ def test_a_malformed_known_hosts_line_is_refused_with_file_and_line(tmp_path, li
     kh = tmp_path / "known_hosts"
     kh.write_text(f"# ok\n{line}\n")
     with pytest.raises(InputRefused) as info:
-        find_entries(kh, "10.0.0.1")
+        host_lookup(kh, "10.0.0.1")
     assert info.value.exit_code == 2 and info.value.where == "line 2" and str(kh) in str(info.value)
