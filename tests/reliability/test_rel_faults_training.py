@@ -3,11 +3,18 @@ few poll intervals of the fault line reaching the node's disk, the combo measure
 kept, and nothing is left on any node.
 
 The fault is limited to the second combo's precision (SIM_FAULT_PRECISION), so the first combo
-is a result measured before the fault."""
+is a result measured before the fault. Every fault lands at step 4: steps 1-3 must be kept.
+
+The silent NaN loss does not stop a trainer. A real step takes seconds, far longer than one poll,
+so the harness reads the NaN step while the job runs and stops it. The simulated steps are
+shorter than a poll, so a bare `nan_loss@4` races the harness to the last step. `hang@5` stands
+for the real step time instead: the job prints the NaN step, then holds until it is stopped. If
+the harness missed the NaN, the hang would end the combo as a stall with no NaN signature."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -29,7 +36,8 @@ CASES = [
     ("gpu_memory_access_fault", "sim_megatron_single.json", "gpu_fault@4", {}, "gpu_fault",
      r"Memory access fault by GPU"),
     ("nan_grad_norm", "sim_megatron_single.json", "nan@4", {}, "nan", r"Unexpected result nan"),
-    ("nan_loss", "sim_megatron_single.json", "nan_loss@4", {}, "nan", r"lm loss: nan|nan iterations:\s*[1-9]"),
+    ("nan_loss", "sim_megatron_single.json", "nan_loss@4,hang@5", {"SIM_HANG_S": "600"}, "nan",
+     r"lm loss: nan|nan iterations:\s*[1-9]"),
 ]
 
 
@@ -52,7 +60,12 @@ def test_training_fault_is_reported_with_signature_and_node(fault, base, sim_fau
     assert bad["data"]["error"]["host"] in hosts
     assert f"on node {bad['data']['error']['host']}" in bad["reason"]
     assert bad["data"]["log_tail"], "the failing node's log tail is missing"
-    assert 3 <= bad["data"]["last_step"] < 10, "the iterations before the fault were lost"
+    kept = {step for step, _ms, _tflops, _tokens, loss in bad["data"]["steps"] if loss is not None}
+    assert {1, 2, 3} <= kept, f"the iterations before the fault were lost: {sorted(kept)}"
+    # the job ended at the fault: step 3 is the last line before it (step 4 for the NaN step itself)
+    assert bad["data"]["last_step"] == (4 if fault == "nan_loss" else 3), bad["data"]["last_step"]
+    if fault == "nan_loss":  # the first NaN step is the one reported, not a later one
+        assert re.search(r"iteration\s+4/", bad["data"]["error"]["text"]), bad["data"]["error"]
     assert res.record("metric", faulty)["status"] == "SKIPPED"
     kept_first_combo(res, healthy)
     assert res.record("teardown")["status"] == "PASS"
