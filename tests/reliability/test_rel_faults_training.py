@@ -1,6 +1,6 @@
 """Training faults on the testbed: each is reported with its signature and node, detected within a
-few poll intervals of the fault line reaching the node's disk, the combo measured before it is
-kept, and nothing is left on any node.
+few poll intervals and round trips (`detection_bound`) of the fault line reaching the node's disk,
+the combo measured before it is kept, and nothing is left on any node.
 
 The fault is limited to the second combo's precision (SIM_FAULT_PRECISION), so the first combo
 is a result measured before the fault. Every fault lands at step 4: steps 1-3 must be kept.
@@ -20,13 +20,15 @@ import pytest
 
 from cvs_tasks.run import combo_dir
 
-from tests.reliability.helpers import (CONFIGS, assert_nothing_left, assert_run_dir_readable, invoke, kept_first_combo,
-                                       no_traceback, note_detection, precision_of, scenario_for, set_fault, spy)
+from tests.reliability.helpers import (CONFIGS, STOP_CHECK_S, assert_nothing_left, assert_run_dir_readable,
+                                       detection_bound, invoke, kept_first_combo, no_traceback, note_detection,
+                                       precision_of, scenario_for, set_fault, spy)
 
 pytestmark = [pytest.mark.testbed]
 
-# Stopping the job and freeing the GPUs after detection take two SSH + docker exec round trips.
-OVERHEAD_S = 6.0
+# From the fault line on disk to the record: up to a few poll intervals and the stop's check, then
+# four round trips (the read that finds the line, the stop, freeing the GPUs, the health snapshot).
+ROUND_TRIPS = 4
 
 CASES = [
     # id, base config, SIM_FAULT, extra env, signature class, line that marks the fault on disk
@@ -74,7 +76,8 @@ def test_training_fault_is_reported_with_signature_and_node(fault, base, sim_fau
     assert_nothing_left(testbed_cluster, sc, res.run_dir.name)
 
     seen = watch.wait_seen(5)
-    note_detection(fault, bad["ended"] - seen, 4 * sc.poll_interval_s + OVERHEAD_S, "fault line on disk")
+    note_detection(fault, bad["ended"] - seen, detection_bound(4 * sc.poll_interval_s + STOP_CHECK_S, ROUND_TRIPS),
+                   "fault line on disk")
 
 
 def test_training_hang_is_a_stall_named_with_the_step(testbed_cluster, reports, tmp_path, node_roots):
@@ -96,5 +99,6 @@ def test_training_hang_is_a_stall_named_with_the_step(testbed_cluster, reports, 
     assert_nothing_left(testbed_cluster, sc, res.run_dir.name)
     # from the last progress line to the record: the stall timeout plus a few polls
     seen = watch.wait_seen(5)
-    note_detection("training_hang", bad["ended"] - seen, stall + 4 * sc.poll_interval_s + OVERHEAD_S,
+    note_detection("training_hang", bad["ended"] - seen,
+                   detection_bound(stall + 4 * sc.poll_interval_s + STOP_CHECK_S, ROUND_TRIPS),
                    "last iteration line (stall_timeout_s=3)")
