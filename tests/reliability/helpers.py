@@ -277,7 +277,7 @@ def kept_first_combo(res: InvokeResult, combo: str, gated: bool = True) -> None:
 # timeout, retry back-off, the job stop's 1 s check) plus a budget per SSH (+ docker exec) round
 # trip. Quiet, a round trip takes 0.1-0.3 s. On a 2-core machine with two busy loops beside the
 # suite and other suites running (load average 10), whole intervals measured up to about 1.2 s per
-# round trip: 5.0 s from a NaN line to its record, 11.7 s for an unreachable node's 9 s of back-off.
+# round trip: 5.3 s from a fault line to its record, 12.7 s for an unreachable node's 9 s of back-off.
 # 3 s per round trip holds there with 2.5 times to spare.
 ROUND_TRIP_S = 3.0
 STOP_CHECK_S = 1.0  # the job stop looks once a second whether the TERMed group is gone
