@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import (RunningInvoke, assert_nothing_left, assert_run_dir_readable, invoke,
-                                       kept_first_combo, no_traceback, note_detection, read_json, scenario_for)
+from tests.reliability.helpers import (STOP_CHECK_S, RunningInvoke, assert_nothing_left, assert_run_dir_readable,
+                                       detection_bound, invoke, kept_first_combo, no_traceback, note_detection,
+                                       read_json, scenario_for)
 from tests.reliability.test_rel_interrupts import long_second_combo, mid_second_combo
 
 pytestmark = [pytest.mark.testbed]
@@ -74,7 +75,9 @@ def test_disk_full_on_the_run_directory(testbed_cluster, tmp_path, node_roots):
         again = invoke("report", "--run", str(run_dir), reports=reports)
         no_traceback(again)
         assert (run_dir / "report.html").is_file() and (run_dir / "results.json").is_file(), again.out + again.err
-        note_detection("run_dir_disk_full", exited_at - filled_at, 15, "disk filled, to harness exit after teardown")
+        # the next poll's copy fails, then the stop, freeing the GPUs, the health snapshot and the teardown
+        note_detection("run_dir_disk_full", exited_at - filled_at, detection_bound(sc.poll_interval_s + STOP_CHECK_S, 8),
+                       "disk filled, to harness exit after teardown")
 
 
 def test_config_edited_between_two_commands_is_refused(testbed_cluster, reports, tmp_path, node_roots):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from testbed import daemons, procs
-from tests.reliability.helpers import (assert_nothing_left, assert_run_dir_readable, invoke, no_traceback,
-                                       note_detection, scenario_for)
+from tests.reliability.helpers import (assert_nothing_left, assert_run_dir_readable, detection_bound, invoke,
+                                       no_traceback, note_detection, scenario_for)
 
 pytestmark = [pytest.mark.testbed]
 
@@ -63,7 +63,9 @@ def test_node_unreachable_at_start(testbed_cluster, reports, tmp_path, node_root
     teardown = res.record("teardown")
     assert teardown["status"] == "ERROR" and UNREACHABLE in teardown["reason"], teardown["reason"]
     assert len([a for a in launch["attempts"] if a["step"] == "docker rm"]) == 3, launch["attempts"]
-    note_detection("node_unreachable", launch["ended"] - launch["started"], 20, "launch start")
+    # back-off: docker rm retried after 2 s and 4 s, each round's SSH connect retried after 1 s
+    note_detection("node_unreachable", launch["ended"] - launch["started"], detection_bound(2 + 4 + 3 * 1, 4),
+                   "launch start")
 
 
 def test_ssh_auth_refused(testbed_cluster, reports, tmp_path, node_roots):
@@ -117,7 +119,8 @@ def test_dockerd_down_on_one_node(testbed_cluster, node_without_docker, reports,
     sc = scenario_for(tmp_path, cluster, node_roots, base="sim_megatron_distributed.json")
     res, launch = run_until_launch_fails(sc, reports, testbed_cluster, ["docker"], NO_DOCKER)
     assert "cannot connect to the docker daemon" in launch["reason"].lower(), launch["reason"]
-    note_detection("dockerd_down", launch["ended"] - launch["started"], 20, "launch start")
+    # back-off: docker rm on the node without docker retried after 2 s and 4 s; the other node rolled back
+    note_detection("dockerd_down", launch["ended"] - launch["started"], detection_bound(2 + 4, 5), "launch start")
 
 
 def test_image_missing(testbed_cluster, reports, tmp_path, node_roots):

@@ -46,6 +46,16 @@ def test_silent_nan_loss_drops_lm_loss_and_counts_nan_iterations():
     assert "number of nan iterations:   1" in line5
 
 
+
+def test_silent_nan_loss_then_hang_prints_the_nan_step_and_holds():
+    """The reliability suite's stand-in for a real step time: the NaN step is the last line while the job runs."""
+    started = time.monotonic()
+    run = run_sim(megatron_cmd(), sim_env(TOTAL_ITERS="10", SIM_FAULT="nan_loss@4,hang@5", SIM_HANG_S="0.5"))
+    assert time.monotonic() - started >= 0.5
+    assert run.iterations()[-1] == 4
+    line4 = [l for l in run.text.splitlines() if "iteration        4/" in l][0]
+    assert "number of nan iterations:   1" in line4
+
 def test_primus_failure_adds_the_runtime_and_runner_lines():
     run = run_sim(primus_cmd("examples/megatron/configs/MI355X/llama3.1_8B-FP8-pretrain.yaml", "--train_iters", "8"),
                   sim_env(SIM_FAULT="oom@3"), cwd=PRIMUS_ROOT)
