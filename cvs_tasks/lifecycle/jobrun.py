@@ -72,6 +72,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     if nic_failure:
         result.setup_failure = nic_failure
         return result
+    for node in launch.nodes:  # the copies' folders, inside the run directory, before anything starts
+        session.run.prepare_file(session.run.node_log_path(stage, combo or job.label, node.rank))
     _prepare(session, launch.prepare)
     _write_scripts(session, launch)
     before = health.before_job(session)
