@@ -108,8 +108,10 @@ def read_records(run: RunDir) -> list[StageRecord]:
     ``combos`` field cannot stop a report from rendering.
     """
     out = []
+    check_in_run(run.path, "stages", "")
     for path in sorted(run.stages_dir.glob("*.json")) if run.stages_dir.is_dir() else []:
-        record = load_record_file(path)
+        check_in_run(run.path, str(path.relative_to(run.path)), "")
+        record = load_record_file(path, run.path)
         if record is not None:
             out.append(record)
     return out

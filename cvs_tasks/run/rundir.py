@@ -22,7 +22,7 @@ from cvs_tasks.inputs import InputRefused, load_json
 from cvs_tasks.run.manifest import check_manifest
 from cvs_tasks.run.records import StageRecord, combo_dir
 from cvs_tasks.run.redact import Redactor
-from cvs_tasks.run.sandbox import make_dirs
+from cvs_tasks.run.sandbox import inside, make_dirs
 from cvs_tasks.run.stages import stage_ids
 
 MANIFEST = "run.json"
@@ -72,10 +72,13 @@ def check_run_flag(run: str | None) -> None:
         raise BadInput(f"--run {run!r}: {problem}")
 
 
-def load_record_file(path: Path) -> StageRecord | None:
+def load_record_file(path: Path, root: Path | None = None) -> StageRecord | None:
     """A stage record file, or None when it is missing, corrupt, tampered with or not a regular
-    file (read through the bounded reader: a FIFO or a huge file is never read)."""
+    file (read through the bounded reader: a FIFO or a huge file is never read), or when it leads
+    out of the run directory ``root`` (a symlink to a file elsewhere)."""
     try:
+        if root is not None and inside(root, str(Path(path).relative_to(root))) is None:
+            return None
         data, _ = load_json(path, "run record")
         return StageRecord.from_dict(data)
     except (InputRefused, ValueError, KeyError, TypeError, AttributeError):
@@ -168,6 +171,9 @@ class RunDir:
         path = self.path / MANIFEST
         if not os.path.lexists(path):
             return {}
+        if inside(self.path, MANIFEST) is None:
+            raise BadInput(f"unreadable manifest {path}: a symlink leading outside the run directory {self.path}; "
+                           "a run directory is read only from its own files")
         try:
             data, _ = load_json(path, "run record")
         except InputRefused as exc:
@@ -185,7 +191,7 @@ class RunDir:
         return path
 
     def read_record(self, stage: str, combo: str | None = None) -> StageRecord | None:
-        return load_record_file(self.record_path(stage, combo))  # a corrupt record counts as not done
+        return load_record_file(self.record_path(stage, combo), self.path)  # a corrupt record counts as not done
 
     def records(self) -> list[StageRecord]:
         """Every readable record, in lifecycle order, then combo order of the manifest."""
@@ -193,7 +199,7 @@ class RunDir:
         if not self.stages_dir.is_dir():
             return out
         for path in self.stages_dir.glob("*.json"):
-            record = load_record_file(path)
+            record = load_record_file(path, self.path)
             if record is not None:
                 out.append(record)
         combos = self.manifest().get("combos")
