@@ -208,7 +208,7 @@ class Watcher:
         others = sorted({f"{h.name} on {n.target.host}" for n, h in hits if n is not node})
         node.state = "failed"
         self._emit(node, note=hit.name)
-        reason = f"{hit.name} on node {node.target.host} (log line {hit.line}): {hit.text.strip()[:200]}"
+        reason = f"{hit.name} on node {node.target.host} (log line {hit.line}): {self.redactor(hit.text).strip()[:200]}"
         if others:
             reason += f" [then: {', '.join(others[:3])}]"
         return WatchOutcome(

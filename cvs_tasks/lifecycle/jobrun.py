@@ -167,7 +167,8 @@ def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) 
     bad = [r for r in started if not r.ok]
     if bad:
         raise InfraError(
-            f"could not start the job on node {bad[0].host}: {bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]}"
+            f"could not start the job on node {bad[0].host}: "
+            f"{bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]}"
         )
     return None
 
@@ -243,7 +244,7 @@ def _prepare(session: Session, commands: list[str]) -> None:
     results = session.hosts().run(" && ".join(commands), timeout=120)
     bad = [r for r in results if not r.ok]
     if bad:
-        detail = bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]
+        detail = bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]  # masked, then cut
         raise InfraError(f"could not prepare the script and log folders on node {bad[0].host}: {detail}")
 
 

@@ -164,3 +164,19 @@ def test_a_token_in_the_arguments_dump_and_a_long_line_reaches_no_file_of_the_ru
     if db.exists():
         dump = "\n".join(sqlite3.connect(db).iterdump())
         assert TOKEN not in dump
+
+
+def test_a_fatal_line_cut_for_the_reason_is_masked_before_the_cut(tmp_path):
+    """The watch's reason keeps the first 200 characters of the fatal line: the token straddles
+    that cut, so masking afterwards would leave its first half."""
+    head = "[rank5]: torch.OutOfMemoryError: HIP out of memory. "
+    line = head + "." * (190 - len(head)) + f" {TOKEN} GPU 5 has a total capacity of 191.98 GiB\n"
+    hosts = ScriptedHosts(["n0"])
+    hosts.expect_read("/logs/training.log", [line], on="n0")
+    watcher = Watcher(hosts, [WatchTarget(0, "n0", "/logs/training.log", "/s/exit", tmp_path / "copy.log")],
+                      iterations=4, settings=WatchSettings(poll_interval_s=0.01, startup_timeout_s=60),
+                      parser_factory=LogParser, listener=lambda e: None, stage="smoke", combo=None,
+                      redactor=redactor())
+    outcome = watcher.run()
+    assert outcome.status == "failed" and MASK in outcome.reason
+    assert TOKEN[:6] not in outcome.reason
