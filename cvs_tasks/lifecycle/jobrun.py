@@ -160,8 +160,7 @@ def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) 
     runtime = session.runtime()
     hosts = runtime.hosts  # on Slurm with pyxis: steps inside the run's container
     if isinstance(hosts, SlurmHosts):
-        output = session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log"
-        output.parent.mkdir(parents=True, exist_ok=True)
+        output = session.run.prepare_file(session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log")
         return SlurmStep.start(hosts, runtime, launch, output)
     started = runtime.exec([n.launch_command for n in launch.nodes], timeout=60)
     bad = [r for r in started if not r.ok]

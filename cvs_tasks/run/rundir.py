@@ -222,8 +222,11 @@ class RunDir:
         return self.logs_dir / stage / label / f"out-node{rank}" / "training.log"
 
     def prepare_file(self, path: Path) -> Path:
-        """``path`` with its folders made inside the run directory (none of them a symlink)."""
+        """``path`` with its folders made inside the run directory (none of them a symlink), and
+        a symlink planted at ``path`` itself removed (the link, not what it points to)."""
         self._folder(path)
+        if os.path.islink(path):
+            Path(path).unlink()
         return path
 
     def stage_log_path(self, stage: str, combo: str | None = None) -> Path:

@@ -199,6 +199,16 @@ def test_a_folder_of_the_run_symlinked_outside_receives_no_write(tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
+def test_a_file_the_run_appends_to_planted_as_a_symlink_is_unlinked_first(tmp_path, outside):
+    run = RunDir(tmp_path / "run")
+    srun = run.logs_dir / "training" / "srun.log"
+    srun.parent.mkdir(parents=True)
+    srun.symlink_to(outside)
+    with open(run.prepare_file(srun), "ab") as fh:  # as the Slurm step opens its output
+        fh.write(b"srun: step 3 started\n")
+    assert outside.read_text() == OUTSIDE_TEXT * 20 and not srun.is_symlink()
+
+
 def test_a_node_log_copy_planted_as_a_symlink_is_replaced(tmp_path, outside):
     copy = tmp_path / "run" / "training.log"
     copy.parent.mkdir()
