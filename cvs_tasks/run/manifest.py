@@ -33,8 +33,8 @@ def _texts(value: Any) -> str | None:
 
 
 def _time(value: Any) -> str | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value < MAX_TIME
-    return None if ok else "a time in unix seconds"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if number and math.isfinite(value) and 0 <= value < MAX_TIME else "a time in unix seconds"
 
 
 def _count(value: Any) -> str | None:

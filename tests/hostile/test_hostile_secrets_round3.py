@@ -20,7 +20,7 @@ from cvs_tasks.remote.testing import ScriptedHosts
 from cvs_tasks.run.redact import MASK, RedactingWriter, Redactor
 from cvs_tasks.run.records import NodeOutcome, StageRecord
 from cvs_tasks.run.rundir import RunDir
-from tests.hostile.hostile_helpers import REPO, TOKEN
+from tests.hostile.hostile_helpers import LOCAL_CLUSTER, TOKEN
 from tests.hostile.test_hostile_secrets import SIM_LAUNCHER
 
 KiB = 1024
@@ -148,8 +148,7 @@ def test_a_token_in_the_arguments_dump_and_a_long_line_reaches_no_file_of_the_ru
         for body in cfg["sweep"]["combinations"].values():
             body["training_iterations"] = "6"
 
-    res = sandbox.cli("all", "--config", str(sandbox.config(edit)), "--cluster", str(REPO / "cluster" / "localhost.json"),
-                      timeout=300)
+    res = sandbox.cli("all", "--config", str(sandbox.config(edit)), "--cluster", str(LOCAL_CLUSTER), timeout=300)
     assert "Traceback" not in res.text, res.text[-3000:]
     assert res.code in (0, 1), res.text[-3000:]
     assert TOKEN not in res.text
