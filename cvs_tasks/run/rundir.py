@@ -162,10 +162,7 @@ class RunDir:
         write_bytes_atomic(path, self.redact(text).encode("utf-8"))
 
     def _folder(self, path: Path) -> None:
-        try:
-            make_dirs(self.path, Path(path).parent)
-        except BadInput as exc:
-            raise BadInput(f"run directory {self.path}: {exc}") from None
+        make_dirs(self.path, Path(path).parent)  # BadInput names the part that leads elsewhere
 
     def manifest(self) -> dict[str, Any]:
         path = self.path / MANIFEST
