@@ -35,6 +35,10 @@ class Redactor:
         return self._pattern
 
     @property
+    def secrets(self) -> frozenset[str]:
+        return frozenset(self._secrets)
+
+    @property
     def longest(self) -> int:
         return max((len(s) for s in self._secrets), default=0)
 
@@ -59,29 +63,40 @@ class Redactor:
 
 
 def release_point(text: str, redactor: Redactor, *, final: bool = False) -> int:
-    """How much of ``text`` can be masked and released now: everything except the last
-    ``longest - 1`` characters (a secret may start there and end in the next read), extended to
-    the end of a secret that starts before that window. ``final``: all of it."""
+    """How much of ``text`` can be masked and released now, so that the stream's copy equals the
+    whole text masked: all of it, except from the first position where the rest of ``text`` is the
+    beginning of a secret (it may end in the next read). Only the last ``longest - 1``
+    characters can be such a beginning; a log that ends in a newline is released whole.
+    ``final``: all of it."""
     if final or not redactor:
         return len(text)
-    keep_from = max(0, len(text) - (redactor.longest - 1))
-    release = keep_from
-    pattern = redactor.pattern
-    if pattern is not None:
-        for match in pattern.finditer(text):
-            if match.start() >= keep_from:
-                break
-            release = max(release, match.end())
-    return release
+    pos = 0
+    for match in redactor.pattern.finditer(text):  # type: ignore[union-attr] - a redactor with secrets has one
+        held = _first_partial(text, pos, match.start() + 1, redactor)
+        if held is not None:
+            return held
+        pos = match.end()
+    held = _first_partial(text, pos, len(text), redactor)
+    return len(text) if held is None else held
+
+
+def _first_partial(text: str, lo: int, hi: int, redactor: Redactor) -> int | None:
+    """The first position in [lo, hi) where the rest of ``text`` is a secret's beginning, cut short."""
+    secrets = redactor.secrets
+    for p in range(max(lo, len(text) - (redactor.longest - 1)), hi):
+        rest = text[p:]
+        if any(len(secret) > len(rest) and secret.startswith(rest) for secret in secrets):
+            return p
+    return None
 
 
 class RedactingWriter:
     """A node-log copy with every secret masked, written to a binary file as the log arrives.
 
-    Reads end anywhere, so a secret may arrive in pieces: the last ``longest secret - 1``
-    characters stay unreleased until the next read or the close, whatever the line length (a
-    progress bar with no newline is masked the same as a short line). Without secrets every read
-    is written at once.
+    Reads end anywhere, so a secret may arrive in pieces: a read's end that could be the start of a
+    secret (at most ``longest secret - 1`` characters) stays unreleased until the next read or the
+    close, whatever the line length (a progress bar with no newline is masked the same as a short
+    line). Everything else is written as it arrives, so the copy is current for the watch's tail.
     """
 
     def __init__(self, fh: BinaryIO, redact: Redactor) -> None:
