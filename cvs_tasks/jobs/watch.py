@@ -16,6 +16,7 @@ import time
 from typing import Callable, Sequence
 
 from cvs_tasks.run.redact import RedactingWriter, Redactor
+from cvs_tasks.run.sandbox import open_for_write
 from cvs_tasks.errors import InfraError
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.metrics.signatures import CAUSE_RANK
@@ -207,7 +208,7 @@ class Watcher:
         others = sorted({f"{h.name} on {n.target.host}" for n, h in hits if n is not node})
         node.state = "failed"
         self._emit(node, note=hit.name)
-        reason = f"{hit.name} on node {node.target.host} (log line {hit.line}): {hit.text.strip()[:200]}"
+        reason = f"{hit.name} on node {node.target.host} (log line {hit.line}): {self.redactor(hit.text).strip()[:200]}"
         if others:
             reason += f" [then: {', '.join(others[:3])}]"
         return WatchOutcome(
@@ -310,7 +311,7 @@ class Watcher:
                 self._sinks.append(None)
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._sinks.append(RedactingWriter(open(path, "wb"), self.redactor))  # noqa: SIM115 - closed in run()
+            self._sinks.append(RedactingWriter(open_for_write(path), self.redactor))  # closed in run()
 
 
 def _parse_exit(text: str) -> int | None:

@@ -82,7 +82,7 @@ def node_session(session: Session, index: int) -> Session:
     env = {**session.plan.env, "NNODES": "1", "MASTER_ADDR": host.address}
     plan = dataclasses.replace(session.plan, mode="single", hosts=(host,), env=env)
     folder = session.run.path / STAGE / combo_dir(host.address) / session.run.run_id  # same run id: same node folder
-    run = RunDir(folder)
+    run = RunDir(folder, session.redactor)
     run.stages_dir.mkdir(parents=True, exist_ok=True)
     for stage in ("launch_container", "download_tokenizer"):  # the token and tokenizer the run placed
         rec = session.run.read_record(stage)

@@ -32,7 +32,7 @@ def _snapshots(session: Session, starts: Sequence[float | None] | None) -> list[
         if r.ok:
             snaps.append(parse_snapshot(r.stdout))
         else:
-            detail = r.error or (r.stderr or r.stdout).strip()[-200:] or f"exit {r.exit_code}"
+            detail = r.error or session.redactor(r.stderr or r.stdout).strip()[-200:] or f"exit {r.exit_code}"
             snaps.append(Snapshot(problem=f"the health snapshot failed: {detail}"))
     return snaps
 

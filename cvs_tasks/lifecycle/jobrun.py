@@ -72,6 +72,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     if nic_failure:
         result.setup_failure = nic_failure
         return result
+    for node in launch.nodes:  # the copies' folders, inside the run directory, before anything starts
+        session.run.prepare_file(session.run.node_log_path(stage, combo or job.label, node.rank))
     _prepare(session, launch.prepare)
     _write_scripts(session, launch)
     before = health.before_job(session)
@@ -158,14 +160,14 @@ def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) 
     runtime = session.runtime()
     hosts = runtime.hosts  # on Slurm with pyxis: steps inside the run's container
     if isinstance(hosts, SlurmHosts):
-        output = session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log"
-        output.parent.mkdir(parents=True, exist_ok=True)
+        output = session.run.prepare_file(session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log")
         return SlurmStep.start(hosts, runtime, launch, output)
     started = runtime.exec([n.launch_command for n in launch.nodes], timeout=60)
     bad = [r for r in started if not r.ok]
     if bad:
         raise InfraError(
-            f"could not start the job on node {bad[0].host}: {bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]}"
+            f"could not start the job on node {bad[0].host}: "
+            f"{bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]}"
         )
     return None
 
@@ -241,7 +243,7 @@ def _prepare(session: Session, commands: list[str]) -> None:
     results = session.hosts().run(" && ".join(commands), timeout=120)
     bad = [r for r in results if not r.ok]
     if bad:
-        detail = bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]
+        detail = bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]  # masked, then cut
         raise InfraError(f"could not prepare the script and log folders on node {bad[0].host}: {detail}")
 
 

@@ -20,7 +20,6 @@ from typing import Callable
 
 from cvs_tasks import __version__
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
-from cvs_tasks.config.placeholders import map_strings
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
@@ -180,6 +179,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     if run is None:
         check_plan_ready(plan)  # a new run: refuse what would only fail once the jobs start
         run = _create_run(req, root, plan, suite_flag, redactor)
+    run.redact = redactor  # every file the run directory writes from now on is masked of them
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
                       redactor=redactor)
     if req.dry_run and existing is None:
@@ -254,7 +254,8 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
         "effective_config": effective_config(suite),
     }
     if not req.dry_run:
-        run.write_manifest(map_strings(manifest, redactor))
+        run.redact = redactor
+        run.write_manifest(manifest)
     return run
 
 

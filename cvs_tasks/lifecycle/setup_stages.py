@@ -19,7 +19,8 @@ TOKEN_NAME = "hf_token"
 def node_outcomes(session: Session, results, ok_reason: str = "") -> list[NodeOutcome]:
     out = []
     for r in results:
-        reason = ok_reason if r.ok else (r.error or (r.stderr or r.stdout).strip()[-300:] or f"exit {r.exit_code}")
+        reason = ok_reason if r.ok else (r.error or session.redactor(r.stderr or r.stdout).strip()[-300:]
+                                         or f"exit {r.exit_code}")  # masked before the cut: no half token
         out.append(NodeOutcome(host=r.host, rank=r.rank, status="PASS" if r.ok else "ERROR", reason=session.redactor(reason)))
     return out
 

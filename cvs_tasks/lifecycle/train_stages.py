@@ -176,7 +176,7 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
                                    f"{ckpt.mkdir_command(directory)}", timeout=60)
     bad = [r for r in setup if not r.ok]
     if bad and not session.dry_run:
-        detail = (bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
+        detail = session.redactor(bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
         return StageRecord(stage="checkpoint", status="ERROR",
                            reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: {detail}")
     saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")

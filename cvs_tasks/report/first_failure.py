@@ -14,7 +14,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from cvs_tasks.inputs import InputRefused, open_regular
+from cvs_tasks.inputs import InputRefused
+from cvs_tasks.run.sandbox import open_inside
 
 FAILING = ("FAIL", "ERROR")
 CONTEXT = 3  # lines shown before and after the offending line
@@ -44,7 +45,7 @@ def first_failure(tests: Sequence[Mapping[str, Any]], run_path: Path | None) -> 
     node = error.get("host") or _failed_node(test)
     log = _node_log(test, node)
     line_no = error.get("line") if isinstance(error.get("line"), int) else None
-    context = _context(run_path / log, line_no) if run_path and log and line_no else []
+    context = _context(run_path, log, line_no) if run_path and log and line_no else []
     return {
         "test": test.get("name"),
         "stage": test.get("stage"),
@@ -100,10 +101,11 @@ def _default_hint(test: Mapping[str, Any]) -> str:
     return STAGE_HINTS.get(test.get("stage"), "")
 
 
-def _context(path: Path, line_no: int) -> list[list[Any]]:
-    """[[n, text], ...] for lines line_no-CONTEXT .. line_no+CONTEXT of a log ([] if unreadable)."""
+def _context(run_path: Path, log: Any, line_no: int) -> list[list[Any]]:
+    """[[n, text], ...] for lines line_no-CONTEXT .. line_no+CONTEXT of a log in the run directory
+    ([] if unreadable, or if ``log`` names anything outside the run directory)."""
     try:
-        fd = open_regular(path, "log")
+        fd = open_inside(run_path, log, "log")
     except InputRefused:
         return []
     window: deque = deque(maxlen=2 * CONTEXT + 1)

@@ -20,6 +20,7 @@ from cvs_tasks.report.health import health_rows
 from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
 from cvs_tasks.run.records import StepRow
+from cvs_tasks.run.sandbox import href
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -152,7 +153,8 @@ def test_view(test: Mapping[str, Any]) -> dict:
         "status": test["status"],
         "reason": test.get("reason") or "",
         "duration": fmt_test_duration(test.get("status"), test.get("duration_s")),
-        "links": [{"label": log["label"], "path": log["path"]} for log in test.get("logs", []) if log.get("exists")],
+        "links": [{"label": log["label"], "path": href(log["path"])} for log in test.get("logs", [])
+                  if log.get("exists") and href(log.get("path"))],
     }
 
 
@@ -329,7 +331,7 @@ def failure_view(failure: Mapping[str, Any] | None) -> dict | None:
         "line": plain_text(failure.get("line")),
         "hint": failure.get("hint") or "",
         "context": [(n, plain_text(text), n == failure.get("line_no")) for n, text in failure.get("context") or []],
-        "log": failure.get("log"),
+        "log": href(failure.get("log")),
     }
 
 

@@ -49,7 +49,7 @@ def write_node_lists(run_path: Path, results: Mapping[str, Any]) -> list[Path]:
     passing, failing = node_verdicts(results)
     if not passing and not failing:
         return []
-    from cvs_tasks.report.render import write_bytes_atomic
+    from cvs_tasks.run.rundir import write_bytes_atomic
 
     written = []
     for name, hosts in ((PASSING_FILE, passing), (FAILING_FILE, list(failing))):

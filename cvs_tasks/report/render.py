@@ -7,48 +7,49 @@ replaced atomically, so a browser or CI job never reads half a report.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from cvs_tasks.errors import InfraError
 from cvs_tasks.report.html import render_metrics, render_report
 from cvs_tasks.report.junit import junit_xml
 from cvs_tasks.report.nodes import write_node_lists
 from cvs_tasks.report.results import build_results, read_manifest
 from cvs_tasks.run.records import StepRow, step_rows
-from cvs_tasks.run.rundir import RunDir, write_json_atomic
+from cvs_tasks.run.rundir import RunDir
 
 OUTPUTS = {"results": "results.json", "report": "report.html", "metrics": "metrics.html", "junit": "junit.xml"}
 
 
-def render_all(run: RunDir) -> dict[str, Path]:
-    """Render every report file of ``run``; returns {"results"|"report"|"metrics"|"junit": path}."""
+def render_all(run: RunDir, history: Path | None = None) -> dict[str, Path]:
+    """Render every report file of ``run``; returns {"results"|"report"|"metrics"|"junit": path}.
+
+    ``history``: the database the trend sparklines read (the caller's config or flag; default
+    ``$CVS_HISTORY_DB`` or ``<reports>/history.sqlite``), never a path the run directory names."""
     results = build_results(run)
     manifest = read_manifest(run)
     paths = {key: run.path / name for key, name in OUTPUTS.items()}
-    write_json_atomic(paths["results"], results)
+    run.write_json(paths["results"], results)
     html = render_report(
         results,
         effective_config=manifest.get("effective_config"),
         steps_by_combo=steps_by_combo(run, results.get("combos", [])),
-        trends=trends_of(run, manifest, results),
+        trends=trends_of(run, manifest, results, history),
     )
-    write_bytes_atomic(paths["report"], html.encode("utf-8"))
-    write_bytes_atomic(paths["metrics"], render_metrics(results).encode("utf-8"))
-    write_bytes_atomic(paths["junit"], junit_xml(results))
+    run.write_text(paths["report"], html)
+    run.write_text(paths["metrics"], render_metrics(results))
+    run.write_text(paths["junit"], junit_xml(results).decode("utf-8"))
     write_node_lists(run.path, results)
     return paths
 
 
-def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
-    """Each gated metric's last runs from the history (config ``history.path``), {} without one."""
+def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any],
+              history: Path | None = None) -> dict[str, Any]:
+    """Each gated metric's last runs from the history, {} without one. The manifest's copy of the
+    config's ``history.path`` is not followed: a run directory is data, not a place to write to."""
     from cvs_tasks.history.db import history_path
     from cvs_tasks.history.trend import run_trends
 
-    configured = ((manifest.get("effective_config") or {}).get("history") or {}).get("path") or None
-    return run_trends(history_path(run.path.parent, configured), manifest, results)
+    return run_trends(history or history_path(run.path.parent), manifest, results)
 
 
 def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[StepRow]]:
@@ -59,16 +60,3 @@ def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[StepRow]]:
         if record is not None:
             out[combo] = step_rows(record.data)
     return out
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, then rename over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InfraError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -9,13 +9,17 @@ Every other surface (HTML, JUnit, console summary) is derived from this object.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable
+
+from cvs_tasks.errors import BadInput
 
 from cvs_tasks.report.first_failure import first_failure
 from cvs_tasks.run.records import StageRecord, test_name
 from cvs_tasks.run.stages import per_combo_ids, stage_ids
 from cvs_tasks.run.rundir import RunDir, load_record_file
+from cvs_tasks.run.sandbox import inside, relative_problem
 
 NOT_RUN = "NOT-RUN"
 TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED", NOT_RUN)
@@ -104,8 +108,10 @@ def read_records(run: RunDir) -> list[StageRecord]:
     ``combos`` field cannot stop a report from rendering.
     """
     out = []
+    check_in_run(run.path, "stages", "")
     for path in sorted(run.stages_dir.glob("*.json")) if run.stages_dir.is_dir() else []:
-        record = load_record_file(path)
+        check_in_run(run.path, str(path.relative_to(run.path)), "")
+        record = load_record_file(path, run.path)
         if record is not None:
             out.append(record)
     return out
@@ -223,37 +229,56 @@ def collect_logs(
 
     The record's artifacts come first; node logs and the conventional stage/node log locations
     are added when not already listed, so a run that died before writing a record still links
-    the logs that were pulled back.
+    the logs that were pulled back. A path that is not a plain one inside the run directory, or a
+    log that is a symlink leading out of it, is a BadInput naming the record and the field: a
+    report never reads or links a file outside its run.
     """
-    listed: list[tuple[str, str]] = []
+    source = run.record_path(stage, combo).relative_to(run.path)
+    listed: list[tuple[str, str, str]] = []  # label, path, the record field naming it
     if record is not None:
-        listed.extend((str(label), str(path)) for label, path in record.artifacts.items())
-        listed.extend((f"node {n.rank} log ({n.host})", n.log) for n in record.nodes if n.log)
-    conventional = [("stage log", _relative(run, run.stage_log_path(stage, combo)))]
+        listed.extend((str(label), path, f"artifacts.{label}") for label, path in record.artifacts.items())
+        listed.extend((f"node {n.rank} log ({n.host})", n.log, f"nodes[{i}].log")
+                       for i, n in enumerate(record.nodes) if n.log is not None)
+    conventional = [("stage log", _relative(run, run.stage_log_path(stage, combo)), "")]
     if stage in NODE_LOG_STAGES:
         conventional.extend(
-            (f"node {rank} log", _relative(run, run.node_log_path(stage, combo, rank))) for rank in range(nhosts)
+            (f"node {rank} log", _relative(run, run.node_log_path(stage, combo, rank)), "") for rank in range(nhosts)
         )
 
     seen: set[str] = set()
     logs: list[dict[str, Any]] = []
-    for label, path in listed + conventional:
+    for label, path, field in listed + conventional:
+        check_in_run(run.path, path, f"{source}: {field}" if field else "")
         if path in seen:
             continue
         seen.add(path)
         exists = file_in_run(run.path, path)
-        if exists or (label, path) in listed:
+        if exists or field:
             logs.append({"label": label, "path": path, "exists": exists})
     return logs
 
 
+def check_in_run(run_path: Path, relative: Any, named_by: str) -> None:
+    """BadInput unless ``relative`` is a plain path in the run directory that does not lead out of it."""
+    problem = relative_problem(relative)
+    if problem is not None:
+        raise BadInput(f"run directory {run_path}: {named_by or 'a log path'}: {_shown(relative)} is {problem}; "
+                       "restore the record (or remove it and rerun that stage)")
+    if os.path.lexists(run_path / relative) and inside(run_path, relative) is None:
+        raise BadInput(f"run directory {run_path}: {relative} leads outside the run directory (a symlink)"
+                       + (f", named by {named_by}" if named_by else "") + "; remove it, the report reads no "
+                       "file outside its run")
+
+
 def file_in_run(run_path: Path, relative: str) -> bool:
     """True when ``relative`` names an existing file inside the run directory (no escaping it)."""
-    if not relative or Path(relative).is_absolute():
-        return False
-    root = run_path.resolve()
-    target = (root / relative).resolve()
-    return target.is_relative_to(root) and target.is_file()
+    target = inside(run_path, relative)
+    return target is not None and target.is_file()
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _relative(run: RunDir, path: Path) -> str:

@@ -19,7 +19,10 @@ from typing import Any
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.identifiers import identifier_problem
 from cvs_tasks.inputs import InputRefused, load_json
+from cvs_tasks.run.manifest import check_manifest
 from cvs_tasks.run.records import StageRecord, combo_dir
+from cvs_tasks.run.redact import Redactor
+from cvs_tasks.run.sandbox import inside, make_dirs
 from cvs_tasks.run.stages import stage_ids
 
 MANIFEST = "run.json"
@@ -34,6 +37,19 @@ def write_json_atomic(path: Path, data: Any) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=False, default=str)
             fh.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InfraError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same directory, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -56,10 +72,13 @@ def check_run_flag(run: str | None) -> None:
         raise BadInput(f"--run {run!r}: {problem}")
 
 
-def load_record_file(path: Path) -> StageRecord | None:
+def load_record_file(path: Path, root: Path | None = None) -> StageRecord | None:
     """A stage record file, or None when it is missing, corrupt, tampered with or not a regular
-    file (read through the bounded reader: a FIFO or a huge file is never read)."""
+    file (read through the bounded reader: a FIFO or a huge file is never read), or when it leads
+    out of the run directory ``root`` (a symlink to a file elsewhere)."""
     try:
+        if root is not None and inside(root, str(Path(path).relative_to(root))) is None:
+            return None
         data, _ = load_json(path, "run record")
         return StageRecord.from_dict(data)
     except (InputRefused, ValueError, KeyError, TypeError, AttributeError):
@@ -67,10 +86,14 @@ def load_record_file(path: Path) -> StageRecord | None:
 
 
 class RunDir:
-    """One run directory. Cheap to construct; reads files on demand."""
+    """One run directory. Cheap to construct; reads files on demand.
 
-    def __init__(self, path: Path) -> None:
+    Every file it writes has each secret of ``redact`` masked (the session registers the run's
+    secrets there) and lands in the run directory's own folders, never through a symlink."""
+
+    def __init__(self, path: Path, redact: Redactor | None = None) -> None:
         self.path = Path(path)
+        self.redact = redact or Redactor()
 
     # -- location -------------------------------------------------------------------------------
     @property
@@ -126,19 +149,33 @@ class RunDir:
 
     # -- manifest -------------------------------------------------------------------------------
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.path / MANIFEST, manifest)
+        self.write_json(self.path / MANIFEST, manifest)
+
+    def write_json(self, path: Path, data: Any) -> None:
+        """A JSON file of this run, secrets masked, written atomically inside the run directory."""
+        self._folder(path)
+        write_json_atomic(path, self.redact.data(data))
+
+    def write_text(self, path: Path, text: str) -> None:
+        """A text file of this run (a rendered page), secrets masked, written atomically inside it."""
+        self._folder(path)
+        write_bytes_atomic(path, self.redact(text).encode("utf-8"))
+
+    def _folder(self, path: Path) -> None:
+        make_dirs(self.path, Path(path).parent)  # BadInput names the part that leads elsewhere
 
     def manifest(self) -> dict[str, Any]:
         path = self.path / MANIFEST
         if not os.path.lexists(path):
             return {}
+        if inside(self.path, MANIFEST) is None:
+            raise BadInput(f"unreadable manifest {path}: a symlink leading outside the run directory {self.path}; "
+                           "a run directory is read only from its own files")
         try:
             data, _ = load_json(path, "run record")
         except InputRefused as exc:
             raise BadInput(f"unreadable manifest {exc}") from None
-        if not isinstance(data, dict):
-            raise BadInput(f"unreadable manifest {path}: the top level is not a JSON object")
-        return data
+        return check_manifest(data, path)
 
     # -- stage records --------------------------------------------------------------------------
     def record_path(self, stage: str, combo: str | None = None) -> Path:
@@ -147,11 +184,11 @@ class RunDir:
 
     def write_record(self, record: StageRecord) -> Path:
         path = self.record_path(record.stage, record.combo)
-        write_json_atomic(path, record.to_dict())
+        self.write_json(path, record.to_dict())
         return path
 
     def read_record(self, stage: str, combo: str | None = None) -> StageRecord | None:
-        return load_record_file(self.record_path(stage, combo))  # a corrupt record counts as not done
+        return load_record_file(self.record_path(stage, combo), self.path)  # a corrupt record counts as not done
 
     def records(self) -> list[StageRecord]:
         """Every readable record, in lifecycle order, then combo order of the manifest."""
@@ -159,7 +196,7 @@ class RunDir:
         if not self.stages_dir.is_dir():
             return out
         for path in self.stages_dir.glob("*.json"):
-            record = load_record_file(path)
+            record = load_record_file(path, self.path)
             if record is not None:
                 out.append(record)
         combos = self.manifest().get("combos")
@@ -180,6 +217,14 @@ class RunDir:
         """Where a node's pulled-back training log lives: logs/<stage>/<combo-dir>/out-node<N>/training.log."""
         label = combo_dir(combo) if combo else stage
         return self.logs_dir / stage / label / f"out-node{rank}" / "training.log"
+
+    def prepare_file(self, path: Path) -> Path:
+        """``path`` with its folders made inside the run directory (none of them a symlink), and
+        a symlink planted at ``path`` itself removed (the link, not what it points to)."""
+        self._folder(path)
+        if os.path.islink(path):
+            Path(path).unlink()
+        return path
 
     def stage_log_path(self, stage: str, combo: str | None = None) -> Path:
         name = f"{stage}[{combo_dir(combo)}].log" if combo else f"{stage}.log"

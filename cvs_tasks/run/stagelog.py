@@ -1,7 +1,9 @@
 """Each stage's own captured log (``logs/<stage>[<combo>].log``): what it ran and saw, with times.
 
 The lifecycle tees the events a stage emits into this file while the stage runs, so every row of
-the report links to a readable account of that stage alone.
+the report links to a readable account of that stage alone. The file is made new each time (a
+symlink or hard link planted in its place is replaced, never written through) and every line is
+masked of the run's secrets.
 """
 
 from __future__ import annotations
@@ -10,21 +12,28 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from cvs_tasks.errors import BadInput
 from cvs_tasks.run.events import Message, NodeProgress, StageEvent
+from cvs_tasks.run.redact import Redactor
+from cvs_tasks.run.sandbox import open_for_write
 
 
 class StageLog:
-    def __init__(self, path: Path, forward: Callable[[object], None]) -> None:
+    def __init__(self, path: Path, forward: Callable[[object], None], *, root: Path | None = None,
+                 redact: Redactor | None = None) -> None:
         self.path = path
         self.forward = forward
+        self.root = root  # the run directory: the log's folders are made inside it
+        self.redact = redact or Redactor()
         self._fh = None
         self._last_state: dict[tuple[str, int], str] = {}
 
     def __enter__(self) -> StageLog:
         try:  # best effort: a full or unwritable run directory must not stop the stage (or its teardown)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
-        except OSError:
+            if self.root is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open_for_write(self.path, self.root)
+        except (OSError, BadInput):
             self._fh = None
         return self
 
@@ -40,7 +49,7 @@ class StageLog:
         line = self._line(event)
         if line and self._fh is not None:
             try:
-                self._fh.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                self._fh.write(f"{time.strftime('%H:%M:%S')} {self.redact(line)}\n".encode("utf-8", "replace"))
                 self._fh.flush()
             except OSError:
                 self.__exit__()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from invoke import Collection, task
 
@@ -16,16 +17,17 @@ from cvs_tasks.terminal import echo
     help={
         "run": "Run id or run directory path (default: the latest run)",
         "reports_dir": REPORTS_DIR_HELP,
+        "history": "History database for the trend sparklines (default: <reports>/history.sqlite, or $CVS_HISTORY_DB)",
     },
 )
-def render(c, run=None, reports_dir=None):
+def render(c, run=None, reports_dir=None, history=None):
     """Write results.json, report.html, metrics.html and junit.xml; exit 1 if the verdict is FAIL."""
     from cvs_tasks.report import print_summary, render_all
     from cvs_tasks.run.rundir import RunDir
 
     with user_errors():
         run_dir = RunDir.resolve(reports_root(c, reports_dir), run)
-        paths = render_all(run_dir)
+        paths = render_all(run_dir, Path(history).expanduser() if history else None)
         results = json.loads(paths["results"].read_text(encoding="utf-8"))
         for label, path in paths.items():
             echo(f"{label:>8}: {path}")

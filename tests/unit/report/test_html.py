@@ -3,10 +3,12 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from jinja2 import UndefinedError
 
+from cvs_tasks.errors import BadInput
 from cvs_tasks.report.html import make_environment, render_metrics, render_report
 from cvs_tasks.report.render import render_all
 from cvs_tasks.report.results import build_results
@@ -98,8 +100,8 @@ def test_links_point_only_at_files_that_exist(fixture_run):
     hrefs = parse(html).hrefs
     log_links = [h for h in hrefs if not h.startswith("#") and h not in PAGES]
     assert log_links, "expected links to logs"
-    for href in log_links:
-        assert (run.path / href).is_file(), href
+    for href in log_links:  # percent-encoded relative links (a file name can never become a scheme)
+        assert (run.path / unquote(href)).is_file(), href
     assert "MBS_4_GBS_128_PRECISION_BF16/out-node1/training.log\"" not in html  # listed, never pulled back
 
 
@@ -158,12 +160,19 @@ def test_partial_run_renders_dashes_and_the_incomplete_banner(fixture_run):
     assert "Not run (run incomplete): no training, metric or loss-curve record for this combo." in html
 
 
-def test_manifest_with_wrong_types_still_renders(fixture_run):
+def test_manifest_with_missing_fields_still_renders(fixture_run):
     run = fixture_run("partial")
-    edit_manifest(run, lambda m: m.update(hosts="not-a-list", gpus_per_node=None, created="yesterday", combos=None))
+    edit_manifest(run, lambda m: [m.pop(k) for k in ("hosts", "created")] and m.update(gpus_per_node=None, combos=None))
     html = rendered(run)
     assert "<dt>Cluster</dt><dd>—</dd>" in html
     assert "<dt>Started</dt><dd>—</dd>" in html
+
+
+def test_manifest_with_wrong_types_is_an_error_naming_the_fields(fixture_run):
+    run = fixture_run("partial")
+    edit_manifest(run, lambda m: m.update(hosts="not-a-list", created="yesterday"))
+    with pytest.raises(BadInput, match=r"run\.json: created: should be a time.*hosts: should be a list"):
+        rendered(run)
 
 
 def test_render_report_needs_no_run_directory():
