@@ -20,6 +20,7 @@ from cvs_tasks.jobs.shell import q
 
 MARK = "@@cvs-launcher"
 LINKS_COMMAND = "ibv_devinfo"
+MAX_SCRIPT_BYTES = 1 << 20  # a launcher script is a few KiB
 _ACTIVE_PORT = re.compile(r"^\s*state:\s*PORT_ACTIVE\b", re.MULTILINE)
 _HCA = re.compile(r"^\s*hca_id:\s*\S+", re.MULTILINE)
 _NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -52,13 +53,15 @@ def reads_pattern(name: str) -> str:
 
 def script_probe_command(scripts: Mapping[str, Sequence[str]]) -> str:
     """Run where the script lives (the image): per script ``present``/``missing``, then per name
-    ``reads``/``ignores``; each line is ``@@cvs-launcher <word> [<name>] <path>``."""
+    ``reads``/``ignores``; each line is ``@@cvs-launcher <word> [<name>] <path>``. Only a regular
+    file counts, and only its first ``MAX_SCRIPT_BYTES`` are read (a device or a FIFO never hangs it)."""
     parts = []
     for path, names in scripts.items():
         checks = "".join(
-            f"if grep -Eq -- {q(reads_pattern(name))} {q(path)}; then echo {q(f'{MARK} reads {name} {path}')}; "
-            f"else echo {q(f'{MARK} ignores {name} {path}')}; fi; " for name in names)
-        parts.append(f"if [ -r {q(path)} ]; then echo {q(f'{MARK} present {path}')}; {checks}"
+            f"if head -c {MAX_SCRIPT_BYTES} -- {q(path)} | grep -Eq -- {q(reads_pattern(name))}; then "
+            f"echo {q(f'{MARK} reads {name} {path}')}; else echo {q(f'{MARK} ignores {name} {path}')}; fi; "
+            for name in names)
+        parts.append(f"if [ -f {q(path)} ] && [ -r {q(path)} ]; then echo {q(f'{MARK} present {path}')}; {checks}"
                      f"else echo {q(f'{MARK} missing {path}')}; fi")
     return "; ".join(parts) + "; true" if parts else "true"
 
