@@ -229,6 +229,10 @@ def _checkpoint_root(session: Session, save_job, directory: str) -> str | StageR
     except JobSetupError as exc:
         return StageRecord(stage="checkpoint", status="FAIL", reason=f"save phase: {exc}")
     if not header:  # a dry run: the YAML was not read
+        session.hosts().assume(f"{directory.rstrip('/')}/{primus.CHECKPOINTS_SUBDIR}", (
+            f"the checkpoints folder is <{'>/<'.join(primus.EXPERIMENT_KEYS)}>/checkpoints as the chosen YAML's "
+            f"header resolves it, with workspace {directory} (a YAML that pins exp_name, as the 405B one, "
+            "adds that folder)"))
         return directory
     root = primus.checkpoint_root(directory, header, dict(save_job.env))
     if isinstance(root, JobSetupError):
