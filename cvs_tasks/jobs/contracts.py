@@ -98,8 +98,8 @@ def launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
                 "with real data, keep the data and its cache on storage every node shares, or use a newer image")))
         if family.rdma_links:
             needs.append(Need("train_params.tokenizer_model", script, links=family.rdma_links, otherwise=(
-                f"under `set -e` it reads {family.rdma_links} RDMA links (links[i] for i in "
-                f"range({family.rdma_links})) and exits before torchrun on a node with fewer: nothing trains")))
+                f"reads {family.rdma_links} RDMA links (links[i] for i in range({family.rdma_links})) and, under "
+                "`set -e`, exits before torchrun on a node with fewer: nothing trains")))
     return list(dict.fromkeys(needs))
 
 
