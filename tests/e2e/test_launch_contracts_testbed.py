@@ -59,3 +59,16 @@ def test_unchecked_the_feb_2025_script_trains_mxfp8_as_fp8_and_the_read_back_nam
     training = res.record("training", MXFP8)
     assert training["status"] == "FAIL" and "precision FP8 (delayed recipe) != MXFP8" in training["reason"]
     assert training["data"]["effective_config"]["precision"] == "FP8"
+
+
+def test_a_multi_node_run_on_the_feb_2025_script_is_warned_that_data_cache_path_is_ignored(testbed_cluster, reports,
+                                                                                          tmp_path):
+    def edit(cfg):
+        cfg["train_params"]["megatron_root"] = OLD_ROOT
+
+    cfg = edited_config(REPO / "configs" / "testbed" / "sim_megatron_distributed.json", tmp_path, edit)
+    res = run_invoke("config.validate", "--config", str(cfg), "--cluster", str(testbed_cluster.cluster_file),
+                     reports=reports)
+    assert res.code == 0, res.out + res.err
+    assert (f"warning: paths.data_cache_dir: {OLD_ROOT}/examples/llama/train_llama3.sh in this image does not read "
+            "DATA_CACHE_PATH: paths.data_cache_dir is not used") in res.out
