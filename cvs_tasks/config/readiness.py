@@ -140,9 +140,11 @@ def check_launcher(plan, refused: ConfigError | None = None) -> tuple[object | N
         if refused is not None:
             raise refused
         return None, []
-    if plan.cluster.scheduler is not None:
+    if plan.cluster.scheduler is not None:  # what would be refused is worth a line; the rest is not
+        if refused is not None:
+            raise refused
         return None, [f"{need.where}: not checked before the Slurm allocation whether the launcher can do it; if not: "
-                      f"{need.otherwise}" for need in needs]
+                      f"{need.otherwise}" for need in needs if need.refuse]
     from cvs_tasks.errors import CvsError
     from cvs_tasks.remote import connect
     from cvs_tasks.remote.launcher import probe_launcher

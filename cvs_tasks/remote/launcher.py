@@ -55,7 +55,7 @@ def probe_launcher(hosts: Hosts, runtime: str, image: str, scripts: Mapping[str,
         if index != 0 or not scripts:
             continue
         if lost:
-            unknown = f"node {result.host}: {lost}"
+            unknown = lost if result.host in lost else f"node {result.host}: {lost}"
         elif NO_IMAGE in result.stdout:
             unknown = (f"{image} is not on node {result.host} yet (a run pulls it at launch; nothing is pulled "
                        "for a check)")

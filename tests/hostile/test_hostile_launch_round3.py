@@ -85,3 +85,14 @@ def test_deepseek_where_the_links_cannot_be_counted_is_a_warning_not_a_refusal(s
     res = sandbox.cli("config.validate", "--config", str(config), "--cluster", str(REPO / "cluster" / "localhost.json"),
                       env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     _accepted(res, "cannot count the active RDMA links on node localhost")
+
+
+def test_a_node_that_does_not_answer_the_probe_is_a_warning_not_a_crash(sandbox, tmp_path):
+    cluster = tmp_path / "unreachable.json"  # nothing listens on 127.0.0.254:22
+    cluster.write_text('{"username": "ops", "priv_key_file": "%s", "node_dict": {"127.0.0.254": {}}}'
+                       % (tmp_path / "no-key"))
+    res = sandbox.validate(sandbox.config(mxfp8_on(str(WORKSPACE / "Megatron-LM-v25.3")), thresholds=mxfp8_cell),
+                           cluster)
+    _accepted(res, f'warning: sweep.combinations["{MXFP8}"]: not checked whether', "(node 127.0.0.254: ")
+    assert "node 127.0.0.254: node 127.0.0.254" not in res.out
+    assert sandbox.written() == []
