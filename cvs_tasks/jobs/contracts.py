@@ -93,7 +93,7 @@ def launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
                 needs.append(need)
         if distributed and family.data_cache_var:
             needs.append(Need("paths.data_cache_dir", script, family.data_cache_var, refuse=False, otherwise=(
-                f"paths.data_cache_dir is not used: each node builds the dataset index cache in the script's own "
+                "paths.data_cache_dir is not used: each node builds the dataset index cache in the script's own "
                 "default folder (the Feb-2025 ROCm Megatron-LM script does this). With mock data nothing changes; "
                 "with real data, keep the data and its cache on storage every node shares, or use a newer image")))
         if family.rdma_links:

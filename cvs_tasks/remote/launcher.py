@@ -11,7 +11,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
-from cvs_tasks.jobs.launcher_probe import MARK, ProbeAnswer, links_probe_command, parse_links, parse_scripts, script_probe_command
+from cvs_tasks.jobs.launcher_probe import (
+    MARK,
+    ProbeAnswer,
+    links_probe_command,
+    parse_links,
+    parse_scripts,
+    script_probe_command,
+)
 from cvs_tasks.remote import docker_cmd as dc
 from cvs_tasks.remote.hosts import Hosts
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from config_helpers import BF16, FP8, minimal_config, minimal_thresholds
+from config_helpers import FP8, minimal_config, minimal_thresholds
 from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.readiness import check_launcher
@@ -144,8 +144,8 @@ def test_links_are_the_active_ports_ibv_devinfo_lists_or_unknown(text, links):
 
 
 def test_script_answers_with_garbage_lines_keep_only_what_they_tell():
-    text = "\n".join([f"{MARK} present /a b/s.sh", f"{MARK} reads TE_FP4 /a b/s.sh", f"{MARK} ignores bad-name /a b/s.sh",
-                      f"{MARK} reads", "noise", f"{MARK} missing /x.sh", f"{MARK} reads TE_FP4 /x.sh", "\x00\x01"])
+    text = "\n".join([f"{MARK} present /a b/s.sh", f"{MARK} reads TE_FP4 /a b/s.sh",
+                      f"{MARK} ignores bad-name /a b/s.sh", f"{MARK} reads", "noise", f"{MARK} missing /x.sh", f"{MARK} reads TE_FP4 /x.sh", "\x00\x01"])
     assert parse_scripts(text) == {"/a b/s.sh": ScriptFacts(True, frozenset({"TE_FP4"})), "/x.sh": ScriptFacts(False)}
     assert parse_scripts("") == {} and parse_scripts("@@cvs-launcher") == {}
 
@@ -167,7 +167,8 @@ def test_the_probe_asks_node_0_and_reads_a_missing_image_or_a_lost_node_as_unkno
     assert answer.scripts == {SCRIPT: ScriptFacts(True, frozenset(), frozenset({"TE_FP4"}))} and answer.links == {}
     with ScriptedHosts(["n0"]) as hosts:
         hosts.expect(re.compile("docker image inspect"), stdout=NO_IMAGE + "\n")
-        assert "img is not on node n0 yet" in probe_launcher(hosts, "docker", "img", {SCRIPT: ("TE_FP4",)}, False).unknown
+        unknown = probe_launcher(hosts, "docker", "img", {SCRIPT: ("TE_FP4",)}, False).unknown
+    assert "img is not on node n0 yet" in unknown
     with ScriptedHosts(["n0", "n1"]) as hosts:
         hosts.expect(re.compile("ibv_devinfo"), on="n0", error="connection refused")
         hosts.expect(re.compile("ibv_devinfo"), on="n1", stdout=f"{MARK} links 0\n{IBV_TWO_PORTS}")
