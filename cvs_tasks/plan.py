@@ -142,6 +142,19 @@ def check_plan_ready(plan: RunPlan) -> None:
     check_ready(plan.suite, hosts, plan.distributed, str(plan.cluster.path), scheduled=scheduled)
 
 
+def ready_or_refused(plan: RunPlan) -> tuple[object | None, list[str]]:
+    """``check_plan_ready`` and the launcher probe (``config.readiness.check_launcher``): one
+    ConfigError with every problem of both, else (the hosts the probe connected or None, warnings)."""
+    from cvs_tasks.config.errors import ConfigError
+    from cvs_tasks.config.readiness import check_launcher
+
+    try:
+        check_plan_ready(plan)
+    except ConfigError as exc:
+        return check_launcher(plan, exc)
+    return check_launcher(plan)
+
+
 # scheduler.container -> the suite's container.runtime.name it goes with
 SCHEDULED_RUNTIME = {"docker": "docker", "none": "host", "pyxis": "pyxis"}
 # runtimes whose job processes share the node's process table (no pid namespace of their own)

@@ -219,6 +219,8 @@ def up(nodes: int = 2, state_dir: str | Path | None = None, docker_nodes: int | 
                 running = False
             if not running:
                 node.sshd_pid = daemons.start_sshd(node.address, paths, authorized, node.docker_host, node_sys)
+            else:  # the node's tools come from the checkout under test, not the one that started it
+                daemons.install_node_tools(paths)
             _save_state(state, info)
         except InfraError as exc:
             _save_state(state, info)

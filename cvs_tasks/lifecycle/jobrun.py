@@ -14,6 +14,7 @@ from pathlib import Path
 from cvs_tasks.errors import InfraError
 from cvs_tasks.jobs import cleanup, nic, primus
 from cvs_tasks.jobs.launch import build_launch, render_dry_run
+from cvs_tasks.jobs.shell import q
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
 from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
 from cvs_tasks.lifecycle import health
@@ -144,7 +145,7 @@ def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
                 "kernel-log mark): the health snapshot on the node's own shell")
     take_snapshots(session.hosts())
     for line in render_dry_run(launch):
-        session.say(line)
+        session.say(session.hosts().mark(line))
     if session.scheduled:
         session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
     session.say("# after the job, every node: stop what still runs (only when the job did not end by itself)")
@@ -201,6 +202,10 @@ def primus_experiment(session: Session, job: JobSpec) -> tuple[str, dict[str, st
         return session.primus_yamls[command]
     results = session.runtime().exec(command, timeout=60)
     if session.dry_run:
+        root = job.param("primus_root").rstrip("/")
+        session.hosts().assume(f"--config {q(candidates[0])}", (
+            f"--config is the first of {', '.join(candidates)} that exists in {root} (the check above); "
+            "a YAML without the precision in its name (Primus up to v0.5) takes --fp8 hybrid for FP8"))
         return candidates[0], {}
     first = results[0]
     if not first.ok and first.error:

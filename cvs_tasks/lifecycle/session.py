@@ -23,7 +23,7 @@ from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, loa
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
-from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan
+from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan, ready_or_refused
 from cvs_tasks.run import RunDir
 from cvs_tasks.run.request import RunRequest
 from cvs_tasks.run.rundir import check_run_flag
@@ -176,12 +176,23 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     else:
         run = None
     redactor = read_secrets(plan)  # before anything is written: the manifest is redacted too
-    if run is None:
-        check_plan_ready(plan)  # a new run: refuse what would only fail once the jobs start
-        run = _create_run(req, root, plan, suite_flag, redactor)
+    hosts = None
+    if run is None:  # a new run: refuse what would only fail once the jobs start
+        if req.dry_run:  # a dry run asks no node
+            check_plan_ready(plan)
+        else:  # the image's launcher and the nodes' RDMA links too (the connection is kept for the run)
+            hosts, warnings = ready_or_refused(plan)
+            for warning in warnings:
+                listener(Message(redactor(f"warning: {warning}"), "warning"))
+        try:
+            run = _create_run(req, root, plan, suite_flag, redactor)
+        except BaseException:
+            if hosts is not None:
+                hosts.close()
+            raise
     run.redact = redactor  # every file the run directory writes from now on is masked of them
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
-                      redactor=redactor)
+                      redactor=redactor, _hosts=hosts)
     if req.dry_run and existing is None:
         session.scratch = run.path.parent  # removed at exit (stage tasks never call close())
     return session

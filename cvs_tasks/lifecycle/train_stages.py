@@ -228,7 +228,12 @@ def _checkpoint_root(session: Session, save_job, directory: str) -> str | StageR
         _, header = primus_experiment(session, save_job)
     except JobSetupError as exc:
         return StageRecord(stage="checkpoint", status="FAIL", reason=f"save phase: {exc}")
-    if not header:  # a dry run: the YAML was not read
+    if not header and session.dry_run:  # the YAML was not read: say what a run reads it for
+        session.hosts().assume(f"{directory.rstrip('/')}/{primus.CHECKPOINTS_SUBDIR}", (
+            f"the checkpoints folder is <{'>/<'.join(primus.EXPERIMENT_KEYS)}>/checkpoints as the chosen YAML's "
+            f"header resolves it, with workspace {directory} (a YAML that pins exp_name, as the 405B one, "
+            "adds that folder)"))
+    if not header:  # a dry run, or a YAML that names none of them: the workspace itself
         return directory
     root = primus.checkpoint_root(directory, header, dict(save_job.env))
     if isinstance(root, JobSetupError):

@@ -3,15 +3,29 @@
 Every call answers success, so a stage walks its whole command sequence and the user sees
 exactly what would run on each node, in order. Probes answer as if all were well: the
 container state probe says ``running`` (so a launch verifies), reads find no file yet.
+
+Some values are only known once a node answers (the Primus experiment YAML the image has, the
+experiment folder its header names): the dry run prints the first guess, and every line that holds
+one ends with ``# assumed (resolved on the node at run time): <the rule>``, a shell comment, so the
+line can still be copied and run. ``assume`` registers such a value; ``mark`` appends the comment.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from cvs_tasks.remote.docker_cmd import STATE_FORMAT
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, NodeResult, RawResult, ReadResult
+
+
+ASSUMED = "# assumed (resolved on the node at run time): "
+
+
+def mark_assumed(line: str, assumed: Mapping[str, str]) -> str:
+    """``line`` with the rule of every assumed value it holds appended as a shell comment."""
+    rules = list(dict.fromkeys(rule for value, rule in assumed.items() if value and value in line))
+    return f"{line}  {ASSUMED}{'; '.join(rules)}" if rules else line
 
 
 def _dry_answer(command: str) -> bytes:
@@ -22,26 +36,36 @@ def _dry_answer(command: str) -> bytes:
 
 class DryRunHosts(Hosts):
     def __init__(self, names: Sequence[str], echo: Callable[[str], None],
-                 nodes: Sequence[Node] | None = None, step_args: Sequence[str] = ()) -> None:
+                 nodes: Sequence[Node] | None = None, step_args: Sequence[str] = (),
+                 assumed: dict[str, str] | None = None) -> None:
         super().__init__(nodes if nodes is not None else
                          [Node(n, n, rank=i) for i, n in enumerate(names)])
         self._echo = echo
         self.step_args = tuple(step_args)
+        self.assumed = {} if assumed is None else assumed  # shared by every view of these hosts
+
+    def assume(self, value: str, rule: str) -> None:
+        """From now on, lines holding ``value`` are printed with ``rule`` (how a run resolves it)."""
+        self.assumed[value] = rule
+
+    def mark(self, line: str) -> str:
+        return mark_assumed(line, self.assumed)
 
     def with_step_args(self, step_args: Sequence[str]) -> "DryRunHosts":
         """As a Slurm step with these srun options (pyxis): the options are printed with each command."""
-        return DryRunHosts([], self._echo, self.nodes, step_args)
+        return DryRunHosts([], self._echo, self.nodes, step_args, self.assumed)
 
     def _exec_many(self, commands, stdins, timeout):
         out = []
         where = f" (srun {' '.join(self.step_args)})" if self.step_args else ""
         for node, command, stdin in zip(self.nodes, commands, stdins):
-            self._echo(f"[dry-run] {node.name}{where}: {command}" + (" <stdin>" if stdin is not None else ""))
+            line = f"[dry-run] {node.name}{where}: {command}" + (" <stdin>" if stdin is not None else "")
+            self._echo(self.mark(line))
             out.append(RawResult(0, _dry_answer(command), b""))
         return out
 
     def subset(self, indices):
-        return DryRunHosts([], self._echo, [self.nodes[i] for i in indices], self.step_args)
+        return DryRunHosts([], self._echo, [self.nodes[i] for i in indices], self.step_args, self.assumed)
 
     def put(self, data: bytes, path: str, mode: int = 0o600, *, timeout: float = 30.0) -> list[NodeResult]:
         """Say what would be written (never the content)."""

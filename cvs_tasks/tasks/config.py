@@ -45,27 +45,32 @@ def copy(c, name, output, with_thresholds=False, force=False, format=None):
 @task(
     help={
         "config": "Suite config (JSON or TOML) to check.",
-        "cluster": "Cluster file (JSON or TOML, hosts); enables the host-count and batch-layout checks (a *_single config is checked on one node without it) and {user-id} from its username.",
+        "cluster": "Cluster file (JSON or TOML, hosts); enables the host-count and batch-layout checks (a *_single config is checked on one node without it), {user-id} from its username, and asks node 0's image and the nodes what the launcher needs (MXFP, RDMA links).",
     }
 )
 def validate(c, config, cluster=None):
     """Load a config (and cluster) as a run would; print what would run, or every problem (exit 2)."""
     from cvs_tasks import config as cfg
     from cvs_tasks.config.readiness import check_ready
-    from cvs_tasks.plan import check_launch_layout, check_plan_ready, check_runtime_settings, make_plan, suite_from_name
+    from cvs_tasks.plan import check_launch_layout, check_runtime_settings, make_plan, ready_or_refused, suite_from_name
 
+    warnings: list[str] = []
     with user_errors():
         loaded_cluster = cfg.load_cluster(cluster) if cluster else None
         suite = cfg.load_suite(config, loaded_cluster)
-        if loaded_cluster is not None:  # the same suite/host-count, layout and readiness refusals as a run
-            check_plan_ready(make_plan(suite, loaded_cluster))
+        if loaded_cluster is not None:  # the same suite/host-count, layout, readiness and launcher refusals as a run
+            hosts, warnings = ready_or_refused(make_plan(suite, loaded_cluster))
+            if hosts is not None:
+                hosts.close()
         else:
             kind = suite_from_name(suite.config_path.name)
             if kind:  # without a cluster file: one node, or the contract only
                 check_launch_layout(suite, 1 if kind == "single" else None, distributed=kind != "single")
             check_ready(suite, None, kind == "distributed")
         check_runtime_settings(suite)
-        print(format_summary(cfg.describe_suite(suite, loaded_cluster)))
+        summary = cfg.describe_suite(suite, loaded_cluster)
+        summary["warnings"] = [*summary["warnings"], *warnings]
+        print(format_summary(summary))
 
 
 @task(

@@ -62,8 +62,8 @@ class Sandbox:
         path.write_text(raw(text) if raw else text)
         return path
 
-    def cli(self, *args: str, timeout: float = 120) -> Cli:
-        env = dict(os.environ, CVS_REPORTS_DIR=str(self.reports), TMPDIR=str(self.tmp), COLUMNS="160")
+    def cli(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Cli:
+        env = dict(os.environ, CVS_REPORTS_DIR=str(self.reports), TMPDIR=str(self.tmp), COLUMNS="160", **(env or {}))
         proc = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         return Cli(proc.returncode, proc.stdout, proc.stderr)

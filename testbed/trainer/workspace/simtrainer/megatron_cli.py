@@ -12,6 +12,10 @@ exactly the env names its real script reads, pins what it pins and ignores the r
 | mixtral  | MBS / GBS                             | TP_SIZE / PP_SIZE / SEQLEN | TRAIN_ITERS | PR             | - |
 | qwen3    | MICRO_BATCH_SIZE / GLOBAL_BATCH_SIZE  | TP / PP / SEQ_LENGTH    | TRAIN_ITERS | PR (+FP8_RECIPE)  | - |
 
+Older script versions read fewer names: a stand-in script exports ``SIM_SCRIPT_VERSION`` and the
+names that version ignores (``IGNORED_BY_VERSION``) are dropped before the contract is read, so
+the Feb-2025 train_llama3.sh stand-in trains MXFP8 as FP8 and MXFP4 as BF16, as the real one does.
+
 Megatron's own start-up assertions are kept: TP x PP must divide the world size, and GBS must be a
 multiple of MBS x DP; an unknown MODEL_SIZE stops the script before torchrun.
 """
@@ -87,9 +91,18 @@ def recompute_from_env(contract: Contract, env: dict) -> str | None:
     return "full" if value == "1" else None
 
 
+# launch_contracts.md: the Feb-2025 train_llama3.sh reads no MXFP names and no DATA_CACHE_PATH.
+IGNORED_BY_VERSION: dict[str, tuple[str, ...]] = {
+    "2025.02": ("TE_FP4", "TE_FP4_RECIPE", "TE_FP8_RECIPE", "DATA_CACHE_PATH"),
+}
+
+
 def pinned_env(family: str, env: dict | None = None) -> dict:
-    """The env as the script sees it after its own assignments (pins win over what the caller set)."""
+    """The env as the script sees it after its own assignments (pins win over what the caller set;
+    what the script version does not read is gone)."""
     env = dict(os.environ if env is None else env)
+    for name in IGNORED_BY_VERSION.get(env.get("SIM_SCRIPT_VERSION", ""), ()):
+        env.pop(name, None)
     contract = CONTRACTS[family]
     env.update(contract.pins)
     if "NNODES" in contract.pins:
