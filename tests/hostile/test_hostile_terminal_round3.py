@@ -47,7 +47,7 @@ HOSTILE = " ".join(PAYLOADS.values()) + " café 漢字"
 READABLE = ("[/oops]", "[bold red]loud[/bold red]", "[link=https://evil.example]click[/link]", "pwn-title",
             "hyperlink", "csi-red", "\\x1b]0;", "\\x1bc", "\\x9b31m", "\\x7f", "café 漢字")
 RAW = ("\x1b", "\x9b", "\x07", "\r", "\x7f", "\u202e")
-HOSTILE_LOG = REPO / "tests" / "fixtures" / "logs" / "hostile_terminal.log"
+HOSTILE_LOG = REPO / "tests" / "fixtures" / "logs" / "fail_hostile_terminal.log"
 
 
 def assert_clean(out: str, *, readable=READABLE) -> None:
