@@ -120,7 +120,8 @@ def take_command(log_dir: str, holder: LockHolder) -> str:
     return (
         f"{_vars(log_dir)}; mkdir -p {q(log_dir)} || exit 1; "
         f"if {fresh} || {{ rm -rf -- \"$t\"; {_ours(holder.run_id)} && {refresh}; }}; then echo '{TAKEN}'; "
-        f"else {_SHOW}; fi"
+        f"elif [ -e \"$l\" ] || [ -L \"$l\" ]; then {_SHOW}; "
+        f"else echo \"cvs-tasks: cannot create the lock $l\" >&2; exit 1; fi"
     )
 
 

@@ -67,7 +67,7 @@ def hold_lock(session: Session, before: str | None, what: str) -> None:
     bad = [r for r in results if not r.ok]
     if bad:
         detail = bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]
-        raise InfraError(f"cannot prepare {what} on node {bad[0].host}: {detail}")
+        raise InfraError(f"could not prepare {what} on node {bad[0].host}: {detail}")
     if session.dry_run:
         return
     answers = [nodelock.parse_answer(r.stdout) for r in results]

@@ -3,6 +3,7 @@ refused, refreshed, taken over and released for real in bash on a temporary fold
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 
@@ -69,6 +70,16 @@ def test_the_second_run_is_refused_and_named_the_first_refreshes(tmp_path):
     later = LockHolder(A.run_id, A.owner, A.host, 5555, A.started + 60)  # the same run's next command
     assert parse_answer(bash(nodelock.take_command(logs, later)).stdout).state == "taken"
     assert parse_answer(bash(nodelock.inspect_command(logs)).stdout).holder == later
+
+
+def test_a_folder_where_no_lock_can_be_made_is_an_error_not_a_holder(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "x").write_text("")
+    res = bash(f"chmod 500 {logs} && " + nodelock.take_command(str(logs), A) if os.geteuid() != 0
+               else nodelock.take_command(str(logs / "x"), A))  # root writes anywhere: a file as the folder
+    assert res.returncode != 0 and "cvs-lock held" not in res.stdout, res.stdout
+    assert res.stderr.strip()
 
 
 def test_release_removes_only_the_own_lock(tmp_path):
