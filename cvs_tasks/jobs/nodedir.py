@@ -147,8 +147,8 @@ _MARKER_BECAUSE = {
 def folder_verdict(entry: FolderEntry, *, owner: str | None) -> FolderVerdict:
     """Remove only a folder whose marker names the folder's own run id, and (``owner`` set) is that
     owner's run in a folder the node user owns; ``owner`` None is ``--all-owners``."""
-    if entry.kind in _KEEP_BECAUSE:
-        return FolderVerdict(entry, False, _KEEP_BECAUSE[entry.kind])
+    if entry.kind != "dir":
+        return FolderVerdict(entry, False, _KEEP_BECAUSE.get(entry.kind, _KEEP_BECAUSE["other"]))
     if identifier_problem("run id", entry.name):
         return FolderVerdict(entry, False, _KEEP_BECAUSE["badname"])
     if entry.marker_state != "file":

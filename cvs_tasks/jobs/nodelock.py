@@ -95,7 +95,7 @@ def _fragment(run_id: str) -> str:
 
 
 _SHOW = (f"a=-; t=$(stat -c %Y -- \"$l\" 2> /dev/null) && a=$(( $(date +%s) - t )); "
-         f"printf '{HELD} %s\\n' \"$a\"; [ -L \"$l\" ] || [ -L \"$h\" ] || "
+         f"printf '{HELD} %s\\n' \"$a\"; [ -L \"$l\" ] || [ -L \"$h\" ] || [ ! -f \"$h\" ] || "
          f"head -c {HOLDER_MAX_BYTES} \"$h\" 2> /dev/null | tr -d '\\000-\\037'; echo")
 
 
@@ -126,7 +126,7 @@ def take_command(log_dir: str, holder: LockHolder) -> str:
 
 
 def _same_as_seen(seen: str) -> str:
-    return (f"[ -d \"$l\" ] && [ ! -L \"$l\" ] && "
+    return (f"[ -d \"$l\" ] && [ ! -L \"$l\" ] && {{ [ ! -e \"$h\" ] || [ -f \"$h\" ]; }} && "
             f"[ \"$(head -c {HOLDER_MAX_BYTES} \"$h\" 2> /dev/null | tr -d '\\000-\\037')\" = {q(seen)} ]")
 
 

@@ -111,6 +111,12 @@ def test_garbage_and_symlinked_locks_refuse_and_are_never_followed(tmp_path):
     answer = parse_answer(bash(nodelock.take_command(str(logs), A)).stdout)
     assert answer.state == "held" and answer.holder is None and "\x1b" not in answer.text
 
+    fifo = tmp_path / "fifo"
+    (fifo / ".cvs-lock").mkdir(parents=True)
+    os.mkfifo(fifo / ".cvs-lock" / "holder")  # never opened: reading it would block
+    answer = parse_answer(bash(nodelock.take_command(str(fifo), A)).stdout)
+    assert answer.state == "held" and answer.text == ""
+
     other = tmp_path / "other"
     outside = tmp_path / "outside"
     (outside).mkdir()
