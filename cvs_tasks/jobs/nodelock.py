@@ -104,7 +104,8 @@ def _vars(log_dir: str) -> str:
 
 
 def _ours(run_id: str) -> str:
-    return f"[ -d \"$l\" ] && [ ! -L \"$l\" ] && [ -f \"$h\" ] && [ ! -L \"$h\" ] && grep -qF -- {q(_fragment(run_id))} \"$h\""
+    return (f"[ -d \"$l\" ] && [ ! -L \"$l\" ] && [ -f \"$h\" ] && [ ! -L \"$h\" ] && "
+            f"grep -qF -- {q(_fragment(run_id))} \"$h\"")
 
 
 def take_command(log_dir: str, holder: LockHolder) -> str:
@@ -114,8 +115,9 @@ def take_command(log_dir: str, holder: LockHolder) -> str:
     text = q(holder.to_json())
     # the holder is written before the lock appears (rename of a full folder: atomic, refused when
     # one is there), so a node sharing the folder never sees a lock without its holder
-    fresh = (f"t=\"$l.$$.new\"; rm -rf -- \"$t\"; (umask 022 && mkdir \"$t\" && printf '%s\\n' {text} > \"$t/{HOLDER}\") "
-             f"&& mv -T -- \"$t\" \"$l\" 2> /dev/null")
+    fresh = (f"t=\"$l.$$.new\"; rm -rf -- \"$t\"; "
+             f"(umask 022 && mkdir \"$t\" && printf '%s\\n' {text} > \"$t/{HOLDER}\") && "
+             f"mv -T -- \"$t\" \"$l\" 2> /dev/null")
     refresh = f"(umask 022 && printf '%s\\n' {text} > \"$h.$$\" && mv -f -- \"$h.$$\" \"$h\")"
     return (
         f"{_vars(log_dir)}; mkdir -p {q(log_dir)} || exit 1; "
