@@ -35,8 +35,8 @@ class RunMarker:
                            "run_id": self.run_id}, sort_keys=True)
 
 
-def _run_id_fragment(run_id: str) -> str:
-    """The exact text ``to_json`` writes for the run id (the node greps for it before removing)."""
+def run_id_fragment(run_id: str) -> str:
+    """The exact text a marker or lock holder holds for its run id (the node greps for it)."""
     return json.dumps({"run_id": run_id})[1:-1]
 
 
@@ -75,7 +75,7 @@ def create_folder_command(folder: str, marker: RunMarker) -> str:
         f"(umask 077 && mkdir -p {d}) && chmod 700 {d} && "
         f"if [ -L {m} ] || {{ [ -e {m} ] && [ ! -f {m} ]; }}; then "
         f"echo {say(f'{folder}/{MARKER} is not a regular file; refusing to use the folder')} >&2; exit 1; fi && "
-        f"{{ grep -qF -- {q(_run_id_fragment(marker.run_id))} {m} 2> /dev/null || "
+        f"{{ grep -qF -- {q(run_id_fragment(marker.run_id))} {m} 2> /dev/null || "
         f"(umask 077 && printf '%s\\n' {q(marker.to_json())} > {m}); }}"
     )
 
@@ -182,5 +182,5 @@ def remove_runs_command(scripts_dir: str, run_ids: list[str]) -> str:
     if not run_ids:
         return "true"
     base = q(scripts_dir.rstrip("/") or "/")
-    calls = "; ".join(f"cvs_rm_run {base} {q(r)} {q(_run_id_fragment(r))} || cvs_bad=1" for r in run_ids)
+    calls = "; ".join(f"cvs_rm_run {base} {q(r)} {q(run_id_fragment(r))} || cvs_bad=1" for r in run_ids)
     return f"{_REMOVE}; cvs_bad=; {calls}; [ -z \"$cvs_bad\" ]"

@@ -16,7 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from cvs_tasks.config.placeholders import RUN_ID
 from cvs_tasks.identifiers import identifier_problem
+from cvs_tasks.jobs.nodedir import run_id_fragment
 from cvs_tasks.jobs.shell import q
 
 LOCK = ".cvs-lock"
@@ -24,7 +26,6 @@ HOLDER = "holder"
 HOLDER_MAX_BYTES = 1024
 STALE_AFTER_S = 24 * 3600
 TAKEN, HELD, NONE, CLEARED = "cvs-lock taken", "cvs-lock held", "cvs-lock none", "cvs-lock cleared"
-RUN_ID_TOKEN = "{run-id}"
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def lock_path(log_dir: str) -> str:
 
 def per_run(log_dir: str) -> bool:
     """Whether the log folder is already per run (holds ``{run-id}``), so no other run can share it."""
-    return RUN_ID_TOKEN in log_dir
+    return RUN_ID in log_dir
 
 
 def parse_holder(text: str) -> LockHolder | None:
@@ -90,10 +91,6 @@ def parse_holder(text: str) -> LockHolder | None:
     return LockHolder(run_id, owner, host, pid, started)
 
 
-def _fragment(run_id: str) -> str:
-    return json.dumps({"run_id": run_id})[1:-1]
-
-
 _SHOW = (f"a=-; t=$(stat -c %Y -- \"$l\" 2> /dev/null) && a=$(( $(date +%s) - t )); "
          f"printf '{HELD} %s\\n' \"$a\"; [ -L \"$l\" ] || [ -L \"$h\" ] || [ ! -f \"$h\" ] || "
          f"head -c {HOLDER_MAX_BYTES} \"$h\" 2> /dev/null | tr -d '\\000-\\037'; echo")
@@ -105,7 +102,7 @@ def _vars(log_dir: str) -> str:
 
 def _ours(run_id: str) -> str:
     return (f"[ -d \"$l\" ] && [ ! -L \"$l\" ] && [ -f \"$h\" ] && [ ! -L \"$h\" ] && "
-            f"grep -qF -- {q(_fragment(run_id))} \"$h\"")
+            f"grep -qF -- {q(run_id_fragment(run_id))} \"$h\"")
 
 
 def take_command(log_dir: str, holder: LockHolder) -> str:

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 
+from cvs_tasks.config.placeholders import RUN_ID
 from cvs_tasks.errors import InfraError
 from cvs_tasks.identifiers import identifier_problem
 from cvs_tasks.jobs import nodedir, nodelock
@@ -92,7 +93,7 @@ def hold_lock(session: Session, before: str | None, what: str) -> None:
 def busy_message(log_dir: str, host: str, answer: nodelock.LockAnswer) -> str:
     return (f"log folder {log_dir} on node {host} is in use by {answer.describe()}: two runs must not write "
             f"the same training logs. Wait for that run to end, or make paths.log_dir per run (e.g. "
-            f"'{log_dir.rstrip('/')}/{nodelock.RUN_ID_TOKEN}'); if that run is gone, `invoke cleanup --config "
+            f"'{log_dir.rstrip('/')}/{RUN_ID}'); if that run is gone, `invoke cleanup --config "
             f"<this config> --cluster <cluster>` clears a stale lock ({nodelock.lock_path(log_dir)})")
 
 
