@@ -169,3 +169,18 @@ def test_a_folder_another_user_owns_is_kept_without_all_owners(tmp_path):
     row = parse_scan(bash(nodedir.scan_folders_command(str(base))).stdout)[0]
     assert not row.mine and not folder_verdict(row, owner="alice").remove
     assert folder_verdict(row, owner=None).remove
+
+
+def test_the_removal_command_names_each_run_with_the_text_its_marker_must_hold():
+    cmd = nodedir.remove_runs_command("/s dir", [RUN, "20261203-101600-cd34"])
+    assert f"cvs_rm_run '/s dir' {RUN} '\"run_id\": \"{RUN}\"' || cvs_bad=1" in cmd
+    assert cmd.count("cvs_rm_run '/s dir' ") == 2 and cmd.endswith('[ -z "$cvs_bad" ]')
+    assert "rm -rf -- \"$d\"" in cmd and "[ ! -L \"$d\" ]" in cmd and "[ ! -L \"$m\" ]" in cmd
+
+
+def test_a_failed_removal_fails_the_command(tmp_path):
+    base = tmp_path / "s"
+    folder = base / RUN
+    assert bash(nodedir.create_folder_command(str(folder), MARK)).returncode == 0
+    res = bash(f"rm() {{ return 1; }}; {nodedir.remove_runs_command(str(base), [RUN])}")  # rm refused
+    assert res.returncode != 0 and folder.is_dir()
