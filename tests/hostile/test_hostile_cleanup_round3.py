@@ -152,3 +152,15 @@ def test_a_stale_lock_is_cleared_by_cleanup_and_a_live_one_is_kept(sandbox):
     res = cleanup(sandbox, config)
     assert res.code == 0 and "kept lock" in res.out and f"run {live.run_id}" in res.out
     assert json.loads((Path(logs) / ".cvs-lock" / "holder").read_text())["run_id"] == live.run_id
+
+
+def test_run_id_outside_the_per_run_fields_is_refused_at_load(sandbox):
+    """`{run-id}` in scripts_dir would make every run folder unfindable by cleanup: exit 2 at load."""
+    from tests.hostile.hostile_helpers import assert_refused
+
+    config = sandbox.config(lambda cfg: cfg["paths"].update(scripts_dir=str(sandbox.node / "{run-id}")))
+    assert_refused(sandbox.validate(config), "paths.scripts_dir", "{run-id} is only filled in paths.log_dir")
+    assert_refused(sandbox.dry_run(config), "{run-id} is only filled in paths.log_dir")
+    accepted = sandbox.config(lambda cfg: cfg["paths"].update(log_dir=str(sandbox.node / "{run-id}" / "logs")),
+                              name="per_run.json")
+    assert sandbox.validate(accepted).code == 0
