@@ -123,3 +123,4 @@ def test_sigkilled_host_runtime_run_is_cleaned_up(cleaner, tmp_path, reports):
     assert done.code == 0, done.out + done.err
     wait_until(lambda: not marked_processes(marker, str(node)), 20, "the job processes to be gone")
     assert not (node / "scripts" / run_id).exists()
+    assert not (node / "logs" / ".cvs-lock").exists()  # the killed run's log-folder lock: released or stale-cleared
