@@ -55,7 +55,7 @@ def lock_holder(session: Session) -> nodelock.LockHolder:
 def prepare_run_folder(session: Session) -> None:
     """Create the per-run node folder with its marker and take the log-folder lock, in one command."""
     create = nodedir.create_folder_command(session.node_run_dir, run_marker(session))
-    hold_lock(session, create, f"{session.node_run_dir}")
+    hold_lock(session, create, session.node_run_dir)
 
 
 def hold_lock(session: Session, before: str | None, what: str) -> None:
@@ -64,7 +64,7 @@ def hold_lock(session: Session, before: str | None, what: str) -> None:
     Raises InfraError naming the node and, for a busy log folder, the run that holds it."""
     hosts, log_dir, holder = session.hosts(), session.node_log_dir, lock_holder(session)
     take = nodelock.take_command(log_dir, holder)
-    results = hosts.run(f"({before}) && {{ {take}; }}" if before else take, timeout=60)
+    results = hosts.run(f"({before}) && {{ {take}; }}" if before else take, timeout=120)
     bad = [r for r in results if not r.ok]
     if bad:
         detail = bad[0].error or (bad[0].stderr or bad[0].stdout).strip()[-300:]
