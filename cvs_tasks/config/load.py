@@ -21,7 +21,7 @@ from cvs_tasks.config.models import SuiteConfig
 from cvs_tasks.config.thresholds import REPO_ROOT
 from cvs_tasks.config.placeholders import (
     CHANGEME, ExpansionTooLong, changeme_hint, exempt_checkpoint, find_changeme, local_user, strip_comments,
-    substitute_cvs_root, substitute_paths, substitute_user, unknown_path_placeholders,
+    substitute_cvs_root, substitute_paths, substitute_user, unknown_path_placeholders, run_id_problems,
 )
 from cvs_tasks.config.rules import (
     checkpoint_problems, container_problems, env_problems, is_primus, reject_old_formats,
@@ -90,7 +90,7 @@ def load_suite(config_path: Path | str, cluster: Cluster | None = None) -> Suite
     problems += [(where, _changeme_message(where, text, path)) for where, text in leftovers]
     blocked = {where for where, _ in leftovers}
     paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
-    problems += unknown_path_placeholders(data, set(paths))
+    problems += unknown_path_placeholders(data, set(paths)) + run_id_problems(data)
 
     config, model_problems = validate_model(SuiteConfig, data)
     problems += [p for p in model_problems if not is_under(p[0], blocked)]

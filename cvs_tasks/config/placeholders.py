@@ -56,6 +56,23 @@ def substitute_cvs_root(data: Any, root: str) -> Any:
     return map_strings(data, lambda s: s.replace(CVS_ROOT, root))
 
 
+RUN_ID = "{run-id}"
+RUN_ID_FIELDS = ("paths.log_dir", "checkpoint.checkpoint_dir")
+"""Where `{run-id}` is filled (by the run, once its id exists): per-run log and checkpoint folders on
+the nodes, so runs sharing nodes or a machine never write the same files."""
+
+
+def fill_run_id(text: str, run_id: str) -> str:
+    return text.replace(RUN_ID, run_id)
+
+
+def run_id_problems(config: Any) -> list[Problem]:
+    """`{run-id}` anywhere but RUN_ID_FIELDS would stay unfilled: refuse it there."""
+    fields = ", ".join(RUN_ID_FIELDS)
+    return [(where, f"{RUN_ID} is only filled in {fields} (put the per-run folder there and refer to it)")
+            for where, text in iter_strings(config) if RUN_ID in text and where not in RUN_ID_FIELDS]
+
+
 MAX_EXPANDED = 4096
 """Longest string a placeholder may expand to: a chain of `{a}` -> `{b}{b}` -> ... doubles per
 level, so without a bound 28 levels take hundreds of MB."""

@@ -245,11 +245,9 @@ def _prepare(session: Session, commands: list[str]) -> None:
     """Create the script and log folders on the node (bind-mounted into the container)."""
     if not commands:
         return
-    results = session.hosts().run(" && ".join(commands), timeout=120)
-    bad = [r for r in results if not r.ok]
-    if bad:
-        detail = bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]  # masked, then cut
-        raise InfraError(f"could not prepare the script and log folders on node {bad[0].host}: {detail}")
+    from cvs_tasks.lifecycle.node_folders import hold_lock
+
+    hold_lock(session, " && ".join(commands), "the script and log folders")  # and this run holds the log folder
 
 
 def _stop(session: Session, launch: LaunchPlan) -> None:

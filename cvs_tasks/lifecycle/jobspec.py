@@ -54,7 +54,7 @@ def job_spec(
         precision=str(precision),
         iterations=int(iterations),
         train_params=params,
-        log_dir=cfg.paths.log_dir,
+        log_dir=session.node_log_dir,
         scripts_dir=cfg.paths.scripts_dir,
         data_cache_dir=cfg.paths.data_cache_dir,
         rocm_dir=cfg.paths.rocm_dir or "",

@@ -6,7 +6,10 @@ A harness that is SIGKILLed (or loses its machine) cannot run its own teardown. 
 * with the ``host`` runtime, the job itself: each wrapper runs in its own process group whose
   id is in ``<scripts_dir>/<run_id>/<label>/node<rank>.pid``. A group counts as ours only while
   one of its live members still runs that wrapper script, so a recycled pid is never signalled;
-* the per-run node folder ``<scripts_dir>/<run_id>`` holding scripts and the HF token file.
+* the per-run node folder ``<scripts_dir>/<run_id>`` holding scripts and the HF token file, taken
+  only when its ``.cvs-run`` marker proves the harness made it (``jobs.nodedir``); everything else
+  under ``scripts_dir`` is listed as kept, with the reason;
+* the lock on a fixed ``paths.log_dir`` (``jobs.nodelock``), cleared only when stale.
 
 ``invoke cleanup`` lists (``--dry-run``) or removes them; ``invoke teardown`` of a killed
 ``host``-runtime run stops the run's jobs through ``stop_run_host_jobs``.
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cvs_tasks.jobs import nodedir, nodelock
+from cvs_tasks.lifecycle.node_folders import pid_alive, this_host
 from cvs_tasks.remote import Hosts, Leftover, find_leftovers, remove_leftovers
 from cvs_tasks.remote.retry import Attempt
 from cvs_tasks.run.records import combo_dir
@@ -71,9 +76,24 @@ class HostJob:
 
 @dataclass(frozen=True)
 class NodeFolder:
+    """A folder under scripts_dir: ``reason`` says whose run it is, or why it is kept."""
+
     host: str
     rank: int
     path: str
+    run_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class NodeLock:
+    """The lock on a fixed log folder; ``stale`` is why it may be cleared ("" while it may be in use)."""
+
+    host: str
+    rank: int
+    path: str
+    answer: nodelock.LockAnswer
+    stale: str = ""
 
 
 @dataclass
@@ -83,7 +103,13 @@ class LeftoverReport:
     containers: list[Leftover] = field(default_factory=list)
     jobs: list[HostJob] = field(default_factory=list)
     folders: list[NodeFolder] = field(default_factory=list)
+    kept: list[NodeFolder] = field(default_factory=list)
+    locks: list[NodeLock] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def stale_locks(self) -> list[NodeLock]:
+        return [lock for lock in self.locks if lock.stale]
 
     @property
     def live_jobs(self) -> list[HostJob]:
@@ -91,15 +117,22 @@ class LeftoverReport:
 
     @property
     def empty(self) -> bool:
-        return not (self.containers or self.live_jobs or self.folders)
+        return not (self.containers or self.live_jobs or self.folders or self.stale_locks)
 
     def lines(self) -> list[str]:
         out = [f"{c.host:<18} container {c.name} ({c.state}) run {c.run_id or '?'} owner {c.owner or '?'}"
                for c in self.containers]
         out += [f"{j.host:<18} job {j.run_id}/{j.label} node{j.node_rank} process group {j.pgid}"
                 for j in self.live_jobs]
-        out += [f"{f.host:<18} folder {f.path}" for f in self.folders]
+        out += [f"{f.host:<18} folder {f.path} ({f.reason})" for f in self.folders]
+        out += [f"{lk.host:<18} stale lock {lk.path} of {lk.answer.describe()}: {lk.stale}" for lk in self.stale_locks]
         return out
+
+    def kept_lines(self) -> list[str]:
+        """What was found and is not removed, and why (a folder it cannot prove is its own, a live lock)."""
+        out = [f"{f.host:<18} kept {f.path}: {f.reason}" for f in self.kept]
+        return out + [f"{lk.host:<18} kept lock {lk.path}: held by {lk.answer.describe()}, which may still run"
+                      for lk in self.locks if not lk.stale]
 
 
 # --- pure command builders and parsers -------------------------------------------------------
@@ -137,17 +170,16 @@ def stop_host_jobs_command(scripts_dir: str, jobs: list[HostJob], grace_s: float
     return f"{_STOP_FUNCTION}; " + "; ".join(calls) + "; true"
 
 
-def folders_command(scripts_dir: str, run_id: str | None = None, owner_only: bool = True) -> str:
-    """The per-run node folders under ``scripts_dir`` (the named run's, or every run's)."""
-    base = shlex.quote(scripts_dir.rstrip("/") or "/")
-    if run_id:
-        return f"d={base}/{shlex.quote(run_id)}; [ -d \"$d\" ] && echo \"$d\"; true"
-    user = " -user \"$(id -un)\"" if owner_only else ""
-    return f"[ -d {base} ] && find {base} -mindepth 1 -maxdepth 1 -type d{user} -print; true"
-
-
-def remove_folders_command(paths: list[str]) -> str:
-    return "rm -rf -- " + " ".join(shlex.quote(p) for p in paths) if paths else "true"
+def sort_folders(host: str, rank: int, scripts_dir: str, stdout: str,
+                 owner: str | None) -> tuple[list[NodeFolder], list[NodeFolder]]:
+    """A node's scan as (folders to remove, folders kept), each with its reason."""
+    take: list[NodeFolder] = []
+    kept: list[NodeFolder] = []
+    for entry in nodedir.parse_scan(stdout):
+        verdict = nodedir.folder_verdict(entry, owner=owner)
+        folder = NodeFolder(host, rank, f"{scripts_dir.rstrip('/')}/{entry.name}", entry.name, verdict.reason)
+        (take if verdict.remove else kept).append(folder)
+    return take, kept
 
 
 # --- scanning and removing -------------------------------------------------------------------
@@ -160,32 +192,47 @@ def owner_name() -> str:
 
 
 def scan_leftovers(hosts: Hosts, *, runtime: str, run_id: str | None = None, owner: str | None = None,
-                   scripts_dir: str | None = None, timeout: float = 60.0) -> LeftoverReport:
-    """Containers (docker), live wrapper groups (host) and per-run node folders (when scripts_dir is known)."""
+                   scripts_dir: str | None = None, log_dir: str | None = None, timeout: float = 60.0,
+                   this_host: str = "", pid_alive=lambda pid: True) -> LeftoverReport:
+    """Containers (docker); per-run node folders that carry their marker, and the live wrapper
+    groups (host) of those runs (when scripts_dir is known); the lock on a fixed log folder."""
     report = LeftoverReport()
     if runtime == "docker":
         scan = find_leftovers(hosts, owner, run_id=run_id, timeout=timeout)
         report.containers, report.errors = list(scan.found), list(scan.errors)
     if scripts_dir:
+        listed = hosts.run(nodedir.scan_folders_command(scripts_dir, run_id), timeout=timeout)
+        for node, r in zip(hosts.nodes, listed):
+            if r.ok:
+                take, kept = sort_folders(node.name, node.rank, scripts_dir, r.stdout, owner)
+                report.folders += take
+                report.kept += kept
+            else:
+                report.errors.append(r.error or f"node {node.label}: folder scan failed")
+        marked = {(f.host, f.run_id) for f in report.folders}
         if runtime in ("host", "pyxis"):
             answers = hosts.run(host_jobs_command(scripts_dir, run_id), timeout=timeout)
             for node, r in zip(hosts.nodes, answers):
-                if r.ok:
-                    report.jobs += parse_host_jobs(node.name, node.rank, r.stdout)
+                if r.ok:  # only the jobs of runs whose folder is provably the harness's
+                    report.jobs += [j for j in parse_host_jobs(node.name, node.rank, r.stdout)
+                                    if (j.host, j.run_id) in marked]
                 else:
                     report.errors.append(r.error or f"node {node.label}: job scan failed")
-        listed = hosts.run(folders_command(scripts_dir, run_id, owner_only=owner is not None), timeout=timeout)
-        for node, r in zip(hosts.nodes, listed):
-            if r.ok:
-                report.folders += [NodeFolder(node.name, node.rank, p) for p in r.stdout.split("\n") if p.strip()]
-            else:
-                report.errors.append(r.error or f"node {node.label}: folder scan failed")
+    if log_dir and not nodelock.per_run(log_dir):
+        for node, r in zip(hosts.nodes, hosts.run(nodelock.inspect_command(log_dir), timeout=timeout)):
+            answer = nodelock.parse_answer(r.stdout) if r.ok else nodelock.LockAnswer("unknown")
+            if not r.ok:
+                report.errors.append(r.error or f"node {node.label}: lock scan failed")
+            elif answer.state == "held":
+                stale = nodelock.stale_reason(answer, this_host=this_host, pid_alive=pid_alive) or ""
+                report.locks.append(NodeLock(node.name, node.rank, nodelock.lock_path(log_dir), answer, stale))
     return report
 
 
-def remove_found(hosts: Hosts, report: LeftoverReport, *, scripts_dir: str | None,
+def remove_found(hosts: Hosts, report: LeftoverReport, *, scripts_dir: str | None, log_dir: str | None = None,
                  record: list[Attempt] | None = None, timeout: float = 120.0) -> list[str]:
-    """Stop jobs, remove containers (retried), then delete folders; returns what failed, by node."""
+    """Stop jobs, remove containers (retried), delete marked folders (each re-checked on the node),
+    clear stale locks; returns what failed, by node."""
     problems: list[str] = []
     if report.live_jobs and scripts_dir:
         commands = [stop_host_jobs_command(scripts_dir, [j for j in report.live_jobs if j.host == name])
@@ -196,8 +243,15 @@ def remove_found(hosts: Hosts, report: LeftoverReport, *, scripts_dir: str | Non
         results = remove_leftovers(hosts, report.containers, timeout=timeout, record=record)
         problems += [r.error or f"node {r.host}: docker rm failed: {r.stderr.strip()}" for r in results
                      if not r.ok and "no such container" not in (r.stderr or "").lower()]
-    if report.folders:
-        commands = [remove_folders_command([f.path for f in report.folders if f.host == name]) for name in hosts.names]
+    if report.folders and scripts_dir:
+        commands = [nodedir.remove_runs_command(scripts_dir, [f.run_id for f in report.folders if f.host == name])
+                    for name in hosts.names]
+        problems += [r.error or f"node {r.host}: {r.stderr.strip()}" for r in hosts.run(commands, timeout=timeout)
+                     if not r.ok]
+    if report.stale_locks and log_dir:
+        stale = {lk.host: lk for lk in report.stale_locks}
+        commands = [nodelock.clear_stale_command(log_dir, stale[name].answer.text) if name in stale else "true"
+                    for name in hosts.names]
         problems += [r.error or f"node {r.host}: {r.stderr.strip()}" for r in hosts.run(commands, timeout=timeout)
                      if not r.ok]
     return problems
@@ -240,19 +294,22 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
 
     check_run_flag(run)  # `--run ..` would name the parent of scripts_dir, which this removes
     cluster_obj = load_cluster(Path(cluster))
-    runtime, scripts_dir = "docker", None
+    runtime, scripts_dir, log_dir = "docker", None, None
     if config:
         suite = load_suite(Path(config), cluster_obj)
         runtime = suite.config.container.runtime.name
-        scripts_dir = suite.config.paths.scripts_dir
+        scripts_dir, log_dir = suite.config.paths.scripts_dir, suite.config.paths.log_dir
     run_id = Path(run).name if run else None
     owner = None if all_owners else owner_name()
+    where = dict(runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir, log_dir=log_dir,
+                 this_host=this_host(), pid_alive=pid_alive)
     if cluster_obj.scheduler is not None:
-        return _cleanup_allocations(cluster_obj.scheduler, runtime=runtime, run_id=run_id, owner=owner,
-                                    scripts_dir=scripts_dir, dry_run=dry_run, say=say)
+        return _cleanup_allocations(cluster_obj.scheduler, where, dry_run=dry_run, say=say)
     with connect(cluster_obj) as hosts:
-        found = scan_leftovers(hosts, runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir)
+        found = scan_leftovers(hosts, **where)
         for line in found.lines():
+            say(("would remove: " if dry_run else "") + line)
+        for line in found.kept_lines():
             say(line)
         for error in found.errors:
             say(f"could not scan: {error}")
@@ -261,8 +318,8 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
         if dry_run or found.empty:
             return CleanupOutcome(found, None, [], [])
         attempts: list[Attempt] = []
-        problems = remove_found(hosts, found, scripts_dir=scripts_dir, record=attempts)
-        remaining = scan_leftovers(hosts, runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir)
+        problems = remove_found(hosts, found, scripts_dir=scripts_dir, log_dir=log_dir, record=attempts)
+        remaining = scan_leftovers(hosts, **where)
     for attempt in attempts:
         say(f"retried {attempt.step} (attempt {attempt.attempt}): {attempt.error}")
     for line in remaining.lines():
@@ -270,8 +327,7 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
     return CleanupOutcome(found, remaining, problems, attempts)
 
 
-def _cleanup_allocations(spec, *, runtime: str, run_id: str | None, owner: str | None,
-                         scripts_dir: str | None, dry_run: bool, say: Callable[[str], None]) -> CleanupOutcome:
+def _cleanup_allocations(spec, where: dict, *, dry_run: bool, say: Callable[[str], None]) -> CleanupOutcome:
     """On Slurm: every allocation cvs-tasks requested and nobody released; what runs inside it
     is removed through a step of that allocation, then the allocation is cancelled."""
     from cvs_tasks.lifecycle.allocation import leftover_allocations
@@ -280,7 +336,8 @@ def _cleanup_allocations(spec, *, runtime: str, run_id: str | None, owner: str |
     client = SlurmClient(spec.slurm_conf)
     found = LeftoverReport()
     problems: list[str] = []
-    jobs = leftover_allocations(spec, owner or owner_name(), run_id)
+    run_id = where["run_id"]
+    jobs = leftover_allocations(spec, where["owner"] or owner_name(), run_id)
     if not jobs:
         say("no leftover Slurm allocations" + (f" for run {run_id}" if run_id else ""))
     for job_id, name, state in jobs:
@@ -289,10 +346,11 @@ def _cleanup_allocations(spec, *, runtime: str, run_id: str | None, owner: str |
             continue
         if state == "RUNNING":
             hosts = SlurmHosts(client, client.attach(job_id))
-            inside = scan_leftovers(hosts, runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir)
-            for line in inside.lines():
+            inside = scan_leftovers(hosts, **where)
+            for line in inside.lines() + inside.kept_lines():
                 say(line)
-            problems += remove_found(hosts, inside, scripts_dir=scripts_dir, record=[])
+            problems += remove_found(hosts, inside, scripts_dir=where["scripts_dir"], log_dir=where["log_dir"],
+                                     record=[])
         if client.release(job_id):
             say(f"cancelled Slurm job {job_id}")
         else:

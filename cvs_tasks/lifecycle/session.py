@@ -131,6 +131,13 @@ class Session:
         """Per-run folder on the nodes (scripts, the token file); removed at teardown."""
         return f"{self.config.paths.scripts_dir.rstrip('/')}/{self.run.run_id}"
 
+    @property
+    def node_log_dir(self) -> str:
+        """``paths.log_dir`` with ``{run-id}`` filled: where this run's training logs go on the nodes."""
+        from cvs_tasks.config.placeholders import fill_run_id
+
+        return fill_run_id(self.config.paths.log_dir, self.run.run_id)
+
     def say(self, text: str, level: str = "info") -> None:
         self.listener(Message(self.redactor(text), level))
 

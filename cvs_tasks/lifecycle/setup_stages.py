@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from cvs_tasks.inputs import InputRefused, read_secret
@@ -68,17 +67,13 @@ def fingerprint_nodes(session: Session) -> dict:
 
 
 def _prepare_node_dir(session: Session) -> tuple[str, bool]:
-    """Create the per-run node folder (0700) and place the HF token there as a 0600 file.
+    """Create the per-run node folder (0700, marked) and place the HF token there as a 0600 file.
 
     Returns the stage reason and whether the token file was placed (jobs export HF_TOKEN from it)."""
-    hosts = session.hosts()
-    folder = shlex.quote(session.node_run_dir)
-    mk = hosts.run(f"mkdir -p {folder} && chmod 700 {folder}", timeout=30)
-    bad = [r for r in mk if not r.ok]
-    if bad:
-        from cvs_tasks.errors import InfraError
+    from cvs_tasks.lifecycle.node_folders import prepare_run_folder
 
-        raise InfraError(f"cannot create {session.node_run_dir} on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
+    hosts = session.hosts()
+    prepare_run_folder(session)  # with its .cvs-run marker, and the log-folder lock
     token_file = Path(session.config.paths.hf_token_file).expanduser()
     if session.dry_run:
         return "dry run", token_file.is_file()
@@ -150,7 +145,9 @@ def _remove_from_nodes(session: Session, hosts) -> StageRecord:
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)
-    cleanup = hosts.run(f"rm -rf -- {shlex.quote(session.node_run_dir)}", timeout=60)
+    from cvs_tasks.lifecycle.node_folders import release_command
+
+    cleanup = hosts.run(release_command(session), timeout=60)  # the lock, then the marked run folder
     results = session.runtime().remove()
     nodes = node_outcomes(session, results, ok_reason="removed")
     record = StageRecord(stage="teardown", status="PASS", nodes=nodes, reason="torn down")

@@ -8,6 +8,7 @@ import math
 from cvs_tasks import metrics as m
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.jobs import primus
+from cvs_tasks.config.placeholders import fill_run_id
 from cvs_tasks.jobs.spec import JobSetupError
 from cvs_tasks.judge.checkpoint import checkpoint_continuity
 from cvs_tasks.judge.convergence import judge_convergence
@@ -162,7 +163,8 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     if not cfg.checkpoint.enforce:
         return StageRecord(stage="checkpoint", status="SKIPPED", reason="checkpoint.enforce is false")
     c = cfg.checkpoint
-    directory = ckpt.checkpoint_dir(cfg.paths.log_dir, c.checkpoint_dir, session.plan.distributed)
+    directory = ckpt.checkpoint_dir(session.node_log_dir, fill_run_id(c.checkpoint_dir, session.run.run_id),
+                                   session.plan.distributed)
     if isinstance(directory, Exception):
         return StageRecord(stage="checkpoint", status="FAIL", reason=str(directory))
     mbs, gbs, precision, _ = smoke_cell(session)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cvs_tasks.lifecycle.leftovers import (HostJob, folders_command, host_jobs_command, parse_host_jobs,
+from cvs_tasks.jobs.nodedir import RunMarker, create_folder_command
+from cvs_tasks.lifecycle.leftovers import (HostJob, host_jobs_command, owner_name, parse_host_jobs,
                                            scan_leftovers, stop_host_jobs_command, stop_run_host_jobs)
 from cvs_tasks.remote import LocalHosts, Node
 from tests.e2e.conftest import edited_config
@@ -33,12 +34,12 @@ def test_stop_command_targets_alive_jobs_only_and_quotes_paths():
     assert "cvs_stop 4242 '/s dir/r1/a b/node0.sh'" in cmd
     assert "cvs_stop 99" not in cmd and "cvs_stop 1 " not in cmd
     assert stop_host_jobs_command("/s", []) == "true"
-    assert "-user" in folders_command("/s") and "-user" not in folders_command("/s", owner_only=False)
-    assert "r1" in folders_command("/s", "r1")
 
 
 def start_wrapper(scripts: Path, run_id: str, label: str) -> int:
     """A stand-in for the job wrapper, started the way the harness does (own session, pid file)."""
+    marker = RunMarker(run_id, owner_name(), "h", 1)  # the run folder as the harness makes it
+    subprocess.run(["bash", "-c", create_folder_command(str(scripts / run_id), marker)], check=True)
     folder = scripts / run_id / label
     folder.mkdir(parents=True)
     script = folder / "node0.sh"
@@ -63,6 +64,9 @@ def test_a_live_wrapper_is_found_stopped_and_a_recycled_pid_is_left_alone(tmp_pa
     other = scripts / "run1" / "MBS_2"
     other.mkdir()
     (other / "node0.pid").write_text(f"{stranger.pid}\n")
+    unmarked = scripts / "run2" / "MBS_1"  # a folder the harness cannot prove it made: its jobs are not touched
+    unmarked.mkdir(parents=True)
+    (unmarked / "node0.pid").write_text(f"{stranger.pid}\n")
     hosts = LocalHosts([Node("local", "localhost", 22, 0)])
     try:
         wait_until(lambda: alive(pid), 10, "the wrapper")
@@ -70,6 +74,8 @@ def test_a_live_wrapper_is_found_stopped_and_a_recycled_pid_is_left_alone(tmp_pa
         states = {(j.label, j.state) for j in found.jobs}
         assert states == {("MBS_1", "alive"), ("MBS_2", "unverified")}, found
         assert [f.path for f in found.folders] == [str(scripts / "run1")]
+        assert [(f.path, f.reason) for f in found.kept] == [(str(scripts / "run2"),
+                                                             "no .cvs-run marker: not made by cvs-tasks")]
         notes = stop_run_host_jobs(hosts, str(scripts), "run1")
         assert len(notes) == 1 and "MBS_1" in notes[0]
         wait_until(lambda: not alive(pid), 15, "the wrapper to be stopped")
@@ -117,3 +123,4 @@ def test_sigkilled_host_runtime_run_is_cleaned_up(cleaner, tmp_path, reports):
     assert done.code == 0, done.out + done.err
     wait_until(lambda: not marked_processes(marker, str(node)), 20, "the job processes to be gone")
     assert not (node / "scripts" / run_id).exists()
+    assert not (node / "logs" / ".cvs-lock").exists()  # the killed run's log-folder lock: released or stale-cleared

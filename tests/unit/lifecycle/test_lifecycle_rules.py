@@ -69,7 +69,8 @@ def expect_launch(hosts: ScriptedHosts, session: Session) -> None:
     folder = shlex.quote(session.node_run_dir)
     token = read_secret(Path(session.config.paths.hf_token_file))[0]
     hosts.expect("true")  # runtime host: the node answers
-    hosts.expect(f"mkdir -p {folder} && chmod 700 {folder}")
+    # the marked run folder and the log-folder lock, in one command
+    hosts.expect(re.compile(rf"mkdir -p {re.escape(folder)}\).*\.cvs-run.*\.cvs-lock"), stdout="cvs-lock taken\n")
     hosts.expect_put(f"{session.node_run_dir}/hf_token", data=token)
     hosts.expect(re.compile(r"@@cvs-check fp_asic"))  # the fingerprint probe (nothing to report)
 
@@ -77,7 +78,8 @@ def expect_launch(hosts: ScriptedHosts, session: Session) -> None:
 def expect_job(hosts: ScriptedHosts, what: str, chunks, *, exit_code: int | None = 0, stopped: bool = False,
                complete: bool = True, interrupted: bool = False) -> None:
     label = LABEL[what]
-    hosts.expect(re.compile(rf"mkdir -p \S+/megatron-logs/{label} "))  # script and log folders
+    hosts.expect(re.compile(rf"mkdir -p \S+/megatron-logs/{label} .*\.cvs-lock"),  # script and log folders, lock
+                 stdout="cvs-lock taken\n")
     hosts.expect_put(re.compile(rf"/{label}/node0\.sh$"))
     hosts.expect(HEALTH, stdout=HEALTHY)  # the node's health before the job
     hosts.expect(re.compile(rf"^bash -lc .*setsid nohup bash \S+/{label}/node0\.sh"))
@@ -91,7 +93,8 @@ def expect_job(hosts: ScriptedHosts, what: str, chunks, *, exit_code: int | None
 
 def expect_teardown(hosts: ScriptedHosts, session: Session) -> None:
     hosts.expect(re.compile(r"^cvs_scan\(\)"))  # this run's host jobs a killed harness left: none
-    hosts.expect(f"rm -rf -- {shlex.quote(session.node_run_dir)}")
+    hosts.expect(re.compile(rf"\.cvs-lock.*cvs_rm_run {re.escape(shlex.quote(session.config.paths.scripts_dir))} "
+                            rf"{re.escape(session.run.run_id)} "))  # the lock released, the marked folder removed
     hosts.expect("true")
 
 
