@@ -47,8 +47,9 @@ LIMITS: dict[str, Limits] = {
     "run record": Limits(256 * MiB),
 }
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET = re.compile(r"[\[\]{}]")
+# A JSON string (an unterminated one runs to the end of the text, so no start is scanned twice: the
+# scan stays linear in the text, also for `"\"\"\"...` without a closing quote), or a bracket.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[\[\]{}]', re.S)
 
 
 class InputRefused(BadInput):
@@ -243,18 +244,18 @@ def parse_toml(text: str, path: Path | str, what: str) -> Any:
 
 
 def _max_depth(text: str) -> tuple[int, int]:
-    """(deepest bracket nesting outside strings, the line where it is reached)."""
-    stripped = _STRING.sub('""', text)
+    """(deepest bracket nesting outside strings, the line where it is reached), in one pass."""
     depth = deepest = 0
     at = 0
-    for match in _BRACKET.finditer(stripped):
-        if match.group() in "[{":
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
             depth += 1
             if depth > deepest:
                 deepest, at = depth, match.start()
-        else:
+        elif token in ("]", "}"):
             depth -= 1
-    return deepest, stripped.count("\n", 0, at) + 1
+    return deepest, text.count("\n", 0, at) + 1
 
 
 def _surrogate_path(obj: Any, path: str = "") -> str | None:
