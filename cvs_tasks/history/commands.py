@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -85,14 +86,17 @@ def rebuild_history(reports_root: Path, history: str | None) -> tuple[int, list[
 
 
 def calibrate_thresholds(reports_root: Path, history: str | None, *, config: str, cluster: str, output: str,
-                         runs: int, margin_pct: float, min_runs: int) -> tuple[Path, dict]:
-    """Write a threshold file from the last ``runs`` passing runs of ``config`` on ``cluster``."""
+                         runs: int, margin_pct: float, min_runs: int, force: bool = False) -> tuple[Path, dict]:
+    """Write a threshold file from the last ``runs`` passing runs of ``config`` on ``cluster``; an
+    existing ``output`` is refused (BadInput) unless ``force``: it may be a hand-tuned file."""
     from cvs_tasks.config import load_cluster
     from cvs_tasks.history.calibrate import calibrated_file
     from cvs_tasks.history.entry import cluster_key
     from cvs_tasks.history.queries import passing_runs
-    from cvs_tasks.run.rundir import write_json_atomic
 
+    out = Path(output)
+    if not force:
+        _refuse_existing(out)
     spec = load_cluster(Path(cluster))
     key = cluster_key([h.address for h in spec.hosts])
     config_file = str(Path(config).resolve())
@@ -107,6 +111,31 @@ def calibrate_thresholds(reports_root: Path, history: str | None, *, config: str
                        "(with enforce_thresholds false until then) and try again.")
     data = calibrated_file(found, margin_pct=margin_pct, min_runs=min_runs,
                            source={"config_file": config_file, "cluster": key})
-    out = Path(output)
-    write_json_atomic(out, data)
+    _write(out, data, force)
     return out, data
+
+
+def _refuse_existing(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        raise BadInput(f"{out} exists; thresholds.calibrate does not overwrite a threshold file (it may be "
+                       "hand-tuned): pass --force to replace it, or choose another --output")
+
+
+def _write(out: Path, data: dict, force: bool) -> None:
+    """Atomically; without ``force`` by a hard link, which fails when the file appeared meanwhile."""
+    from cvs_tasks.run.rundir import write_json_atomic
+
+    if force:
+        write_json_atomic(out, data)
+        return
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.calibrate")
+    write_json_atomic(tmp, data)
+    try:
+        os.link(tmp, out)
+    except FileExistsError:
+        _refuse_existing(out)
+    except OSError:  # a file system without hard links: the check above is the guard
+        _refuse_existing(out)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
