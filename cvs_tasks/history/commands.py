@@ -1,16 +1,23 @@
-"""What `invoke history`, `invoke history.rebuild` and `invoke compare` do, behind thin tasks."""
+"""What `invoke history`, `invoke history.rebuild` and `invoke compare` do, behind thin tasks.
+
+An unreadable history is exit 3 for the commands that only read it (`history`, `thresholds.calibrate`)
+and a warning for `compare`, which then reads the runs from their run directories.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 from rich.console import Console
 
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.history.compare import compare
-from cvs_tasks.history.db import HistoryUnavailable, history_path, open_db
+from cvs_tasks.history.db import HistoryUnavailable, history_path, present, reading
 from cvs_tasks.history.entry import RunEntry, entry_from_run
 from cvs_tasks.history.queries import RunFilter, find_run_id, load_entry, recent_runs
 from cvs_tasks.history.store import rebuild
@@ -18,12 +25,18 @@ from cvs_tasks.history.tables import comparison_tables, runs_table
 from cvs_tasks.run.rundir import RunDir
 
 
-def _open(reports_root: Path, history: str | None):
-    path = history_path(reports_root, history)
+@contextmanager
+def _reading(reports_root: Path, history: str | None) -> Iterator:
+    """The history for a command that only reads it: unreadable is InfraError (exit 3), no traceback."""
     try:
-        return open_db(path, create=False)
+        with reading(history_path(reports_root, history)) as conn:
+            yield conn
     except HistoryUnavailable as exc:
-        raise InfraError(str(exc)) from None
+        raise InfraError(f"history unreadable: {exc}") from None
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr)
 
 
 VERDICTS = ("PASS", "FAIL", "RECORD", "SKIPPED")
@@ -33,11 +46,8 @@ def show_history(reports_root: Path, history: str | None, filt: RunFilter, *, as
                  console: Console | None = None) -> list[dict]:
     if filt.verdict and filt.verdict.upper() not in VERDICTS:
         raise BadInput(f"--verdict {filt.verdict!r}: use one of {', '.join(VERDICTS)}")
-    conn = _open(reports_root, history)
-    try:
+    with _reading(reports_root, history) as conn:
         rows = recent_runs(conn, filt)
-    finally:
-        conn.close()
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:
@@ -45,20 +55,24 @@ def show_history(reports_root: Path, history: str | None, filt: RunFilter, *, as
     return rows
 
 
-def resolve_entry(reports_root: Path, history: str | None, text: str) -> RunEntry:
-    """A run from the history (id or unique prefix), else read from its run directory."""
-    try:
-        conn = open_db(history_path(reports_root, history), create=False)
-    except HistoryUnavailable:
-        conn = None
-    if conn is not None:
+def resolve_entries(reports_root: Path, history: str | None, texts: list[str],
+                    warn: Callable[[str], None] = _stderr) -> list[RunEntry]:
+    """Each run from the history (id or unique prefix), else read from its run directory. A history
+    that is there but unreadable is a warning: the run directories hold everything compared."""
+    path = history_path(reports_root, history)
+    found: list[RunEntry | None] = [None] * len(texts)
+    if present(path):
         try:
-            run_id = find_run_id(conn, text)
-            entry = load_entry(conn, run_id) if run_id else None
-        finally:
-            conn.close()
-        if entry is not None:
-            return entry
+            with reading(path) as conn:
+                for i, text in enumerate(texts):
+                    run_id = find_run_id(conn, text)
+                    found[i] = load_entry(conn, run_id) if run_id else None
+        except HistoryUnavailable as exc:
+            warn(f"warning: history unreadable: {exc}; reading the runs from their run directories")
+    return [entry or _from_run_dir(reports_root, history, text) for entry, text in zip(found, texts)]
+
+
+def _from_run_dir(reports_root: Path, history: str | None, text: str) -> RunEntry:
     try:
         return entry_from_run(RunDir.resolve(reports_root, text))
     except BadInput:
@@ -67,8 +81,8 @@ def resolve_entry(reports_root: Path, history: str | None, text: str) -> RunEntr
 
 
 def show_compare(reports_root: Path, history: str | None, run_a: str, run_b: str, *, as_json: bool,
-                 console: Console | None = None) -> dict:
-    cmp = compare(resolve_entry(reports_root, history, run_a), resolve_entry(reports_root, history, run_b))
+                 console: Console | None = None, warn: Callable[[str], None] = _stderr) -> dict:
+    cmp = compare(*resolve_entries(reports_root, history, [run_a, run_b], warn))
     data = cmp.to_dict()
     if as_json:
         print(json.dumps(data, indent=2, default=str))
@@ -100,11 +114,8 @@ def calibrate_thresholds(reports_root: Path, history: str | None, *, config: str
     spec = load_cluster(Path(cluster))
     key = cluster_key([h.address for h in spec.hosts])
     config_file = str(Path(config).resolve())
-    conn = _open(reports_root, history)
-    try:
+    with _reading(reports_root, history) as conn:
         found = passing_runs(conn, config_file=config_file, cluster=key, limit=runs)
-    finally:
-        conn.close()
     if len(found) < min_runs:
         raise BadInput(f"only {len(found)} passing run(s) of {config_file} on {key} in the history "
                        f"({history_path(reports_root, history)}); calibration needs {min_runs}. Run the suite "

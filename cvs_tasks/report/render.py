@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cvs_tasks.errors import InfraError
 from cvs_tasks.report.html import render_metrics, render_report
@@ -23,8 +23,9 @@ from cvs_tasks.run.rundir import RunDir, write_json_atomic
 OUTPUTS = {"results": "results.json", "report": "report.html", "metrics": "metrics.html", "junit": "junit.xml"}
 
 
-def render_all(run: RunDir) -> dict[str, Path]:
-    """Render every report file of ``run``; returns {"results"|"report"|"metrics"|"junit": path}."""
+def render_all(run: RunDir, warn: Callable[[str], None] = lambda text: None) -> dict[str, Path]:
+    """Render every report file of ``run``; returns {"results"|"report"|"metrics"|"junit": path}.
+    ``warn`` hears what was left out (the trend lines, when the history cannot be read)."""
     results = build_results(run)
     manifest = read_manifest(run)
     paths = {key: run.path / name for key, name in OUTPUTS.items()}
@@ -33,7 +34,7 @@ def render_all(run: RunDir) -> dict[str, Path]:
         results,
         effective_config=manifest.get("effective_config"),
         steps_by_combo=steps_by_combo(run, results.get("combos", [])),
-        trends=trends_of(run, manifest, results),
+        trends=trends_of(run, manifest, results, warn),
     )
     write_bytes_atomic(paths["report"], html.encode("utf-8"))
     write_bytes_atomic(paths["metrics"], render_metrics(results).encode("utf-8"))
@@ -42,13 +43,21 @@ def render_all(run: RunDir) -> dict[str, Path]:
     return paths
 
 
-def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
-    """Each gated metric's last runs from the history (config ``history.path``), {} without one."""
-    from cvs_tasks.history.db import history_path
+def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any],
+              warn: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
+    """Each gated metric's last runs from the history (config ``history.path``); {} without one, and
+    {} with a warning when it cannot be read: the report never needs the history."""
+    from cvs_tasks.history.db import HistoryUnavailable, history_path
     from cvs_tasks.history.trend import run_trends
 
     configured = ((manifest.get("effective_config") or {}).get("history") or {}).get("path") or None
-    return run_trends(history_path(run.path.parent, configured), manifest, results)
+    try:
+        return run_trends(history_path(run.path.parent, configured), manifest, results)
+    except HistoryUnavailable as exc:
+        warn(f"warning: history unreadable: {exc}; the report has no trend lines")
+    except Exception as exc:  # a trend is decoration: a history bug must not stop a report
+        warn(f"warning: trend lines left out ({type(exc).__name__}: {exc})")
+    return {}
 
 
 def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[StepRow]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from invoke import Collection, task
 
@@ -24,7 +25,7 @@ def render(c, run=None, reports_dir=None):
 
     with user_errors():
         run_dir = RunDir.resolve(reports_root(c, reports_dir), run)
-        paths = render_all(run_dir)
+        paths = render_all(run_dir, warn=lambda text: print(text, file=sys.stderr))
         results = json.loads(paths["results"].read_text(encoding="utf-8"))
         for label, path in paths.items():
             print(f"{label:>8}: {path}")
