@@ -163,6 +163,8 @@ def _set_up(conn: sqlite3.Connection, path: Path) -> None:
     another process creates the same file (SQLite skips the busy handler there): retry that, bounded
     by the busy timeout."""
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        check_schema(conn, path)  # before anything is written: a foreign database is left as it was
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     pause = 0.01
     while True:
@@ -171,7 +173,6 @@ def _set_up(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn, path)
-            check_schema(conn, path)
             return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() + pause > deadline:
