@@ -10,7 +10,7 @@ import pytest
 
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.files import read_object
-from cvs_tasks.inputs import InputRefused, parse_json
+from cvs_tasks.inputs import InputRefused, parse_json, parse_toml
 from cvs_tasks.run.rundir import load_record_file
 
 
@@ -63,3 +63,42 @@ def test_real_nesting_still_counts_and_names_its_line():
 def test_a_trailing_backslash_in_an_unterminated_string_is_a_json_error():
     with pytest.raises(InputRefused, match="invalid JSON"):
         parse_json('{"a": "\\', "x.json", "config")
+
+
+def _toml_refusal_seconds(tmp_path, size: int) -> float:
+    path = tmp_path / f"deep_{size}.toml"
+    path.write_text('gpu_name = "MI300X"\n' + "a." * (size // 2) + "b = 1\n")
+    start = time.process_time()
+    with pytest.raises(ConfigError) as caught:
+        read_object(path)
+    took = time.process_time() - start
+    assert caught.value.problems[0][0] == "line 2" and "nests deeper than the limit (64)" in str(caught.value)
+    return took
+
+
+def test_a_deep_dotted_toml_key_is_refused_in_linear_time(tmp_path):
+    """tomllib nests `a.a.a...` in time quadratic in its parts: 80 KB took two minutes."""
+    small, large = _toml_refusal_seconds(tmp_path, 80_000), _toml_refusal_seconds(tmp_path, 320_000)
+    assert large < 5.0 and large < 8 * small + 0.25
+
+
+@pytest.mark.parametrize("text, line", [
+    ("[" + "t." * 70 + "x]\n", 1),                                      # a table header
+    ("a = {" + "b . " * 70 + "c = 1}\n", 1),                            # inside an inline table
+    ('s = """\nnot.a.key\n"""\n' + "q." * 70 + "q = 1\n", 4),           # after a multi-line string
+    ('a."x.y".' * 40 + "b = 1\n", 1),                                   # quoted parts count once
+])
+def test_deep_toml_keys_are_found_wherever_they_are(text, line):
+    with pytest.raises(InputRefused, match="nests deeper") as caught:
+        parse_toml(text, "x.toml", "config")
+    assert caught.value.where == f"line {line}"
+
+
+@pytest.mark.parametrize("text", [
+    "a" + ".a" * 62 + " = 1\n",                                         # 63 parts: within the limit
+    's = "' + "a." * 200 + '"\n',                                       # dots in a string
+    "s = '''\n" + "a." * 200 + "\n'''\n",                              # dots in a multi-line literal
+    "v = [" + "1.5, " * 200 + "]\n",                                    # floats are no key
+])
+def test_dots_that_are_no_deep_key_pass(text):
+    assert parse_toml(text, "x.toml", "config")

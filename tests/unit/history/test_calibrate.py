@@ -67,7 +67,8 @@ def test_calibrate_keeps_an_existing_output_unless_forced(tmp_path):
     for i in range(3):
         record_run(db, entry_from_run(make_run(reports, f"r{i}", created=float(i), tput=500.0 + i)))
     cluster = tmp_path / "cluster.json"
-    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": {"127.0.0.2": {}, "127.0.0.3": {}}}))
+    nodes = {"127.0.0.2": {}, "127.0.0.3": {}}
+    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": nodes}))
     out = tmp_path / "site_threshold.json"
     out.write_text('{"hand": "tuned"}')
     args = dict(config="/cfg/sim_megatron_distributed.json", cluster=str(cluster), output=str(out), runs=5,
