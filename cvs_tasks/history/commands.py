@@ -27,12 +27,13 @@ from cvs_tasks.run.rundir import RunDir
 
 @contextmanager
 def _reading(reports_root: Path, history: str | None) -> Iterator:
-    """The history for a command that only reads it: unreadable is InfraError (exit 3), no traceback."""
+    """The history for a command that only reads it: missing or unreadable is InfraError (exit 3)."""
+    path = history_path(reports_root, history)
     try:
-        with reading(history_path(reports_root, history)) as conn:
+        with reading(path) as conn:
             yield conn
     except HistoryUnavailable as exc:
-        raise InfraError(f"history unreadable: {exc}") from None
+        raise InfraError(f"history unreadable: {exc}" if present(path) else str(exc)) from None
 
 
 def _stderr(text: str) -> None:
