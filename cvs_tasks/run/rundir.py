@@ -53,7 +53,7 @@ def check_run_flag(run: str | None) -> None:
     if run is None:
         return
     is_path = "/" in run or os.sep in run
-    bad = control_characters(str(Path(run).expanduser().resolve()) if is_path else "") or control_characters(run)
+    bad = control_characters(run) or (is_path and control_characters(_resolved(run)))
     if bad:
         raise BadInput(f"--run {run!r}: the path contains control character(s) {', '.join(bad)}; "
                        "use a folder whose name has none")
@@ -61,6 +61,14 @@ def check_run_flag(run: str | None) -> None:
     problem = identifier_problem("run id", name)
     if problem:
         raise BadInput(f"--run {run!r}: {problem}")
+
+
+def _resolved(path: str) -> str:
+    """The absolute path symlinks lead to ('' when it cannot be resolved: a loop, an unreadable folder)."""
+    try:
+        return str(Path(path).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):
+        return ""
 
 
 def load_record_file(path: Path) -> StageRecord | None:

@@ -72,3 +72,10 @@ def test_a_symlinked_parent_is_checked_where_it_leads(tmp_path):
     with pytest.raises(BadInput, match=r"control character\(s\) \\n"):
         check_run_flag(str(tmp_path / "link" / "20260101-000000-abcd"))
     check_run_flag(str(tmp_path / "20260101-000000-abcd"))  # a clean path passes
+
+
+def test_a_symlink_loop_or_a_nul_in_a_run_path_is_no_traceback(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    check_run_flag(str(tmp_path / "loop" / "20260101-000000-abcd"))  # nothing to resolve: the id decides
+    with pytest.raises(BadInput, match="control character"):
+        check_run_flag("/\x00/20260101-000000-abcd")
