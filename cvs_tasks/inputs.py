@@ -47,8 +47,9 @@ LIMITS: dict[str, Limits] = {
     "run record": Limits(256 * MiB),
 }
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_BRACKET = re.compile(r"[\[\]{}]")
+# A JSON string (an unterminated one runs to the end of the text, so no start is scanned twice: the
+# scan stays linear in the text, also for `"\"\"\"...` without a closing quote), or a bracket.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[\[\]{}]', re.S)
 
 
 class InputRefused(BadInput):
@@ -201,12 +202,31 @@ def load_toml(path: Path | str, what: str) -> tuple[Any, bytes]:
 
 
 _TOML_AT = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$")
+# TOML strings (multi-line, basic, literal; an unterminated one ends at the end of its line or text),
+# and a dotted key of at least N dots outside them: tomllib nests a dotted key in time quadratic in
+# its parts (80 KB of `a.a.a...` took two minutes), so one deeper than the limit is refused first.
+_TOML_STRING = re.compile(r'"""[\s\S]*?(?:"""|\Z)' r"|'''[\s\S]*?(?:'''|\Z)"
+                          r'|"(?:[^"\\\n]|\\.)*+(?:"|$)' r"|'[^'\n]*+(?:'|$)", re.M)
+_TOML_DOTS = r'(?<![\w-])(?:(?:[\w-]++|"")\s*+\.\s*+){%d,}'
+
+
+def _toml_deep_key(text: str, max_depth: int) -> tuple[int, int] | None:
+    """(parts, line) of the first dotted key nested deeper than ``max_depth``, in linear time."""
+    blanked = _TOML_STRING.sub(lambda m: '""' + "\n" * m.group().count("\n"), text)
+    deep = re.search(_TOML_DOTS % max_depth, blanked)
+    if deep is None:
+        return None
+    return deep.group().count(".") + 1, blanked.count("\n", 0, deep.start()) + 1
 
 
 def parse_toml(text: str, path: Path | str, what: str) -> Any:
     """Parse TOML text within the ``what`` limits: the JSON limits (depth, integer digits, finite
     numbers; TOML itself refuses duplicate keys and lone surrogates), and no dates or times."""
     limits = LIMITS[what]
+    deep = _toml_deep_key(text, limits.max_depth)
+    if deep:
+        raise InputRefused(path, f"a dotted key of {deep[0]}+ parts nests deeper than the limit "
+                           f"({limits.max_depth})", f"line {deep[1]}")
     try:
         obj = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -243,18 +263,18 @@ def parse_toml(text: str, path: Path | str, what: str) -> Any:
 
 
 def _max_depth(text: str) -> tuple[int, int]:
-    """(deepest bracket nesting outside strings, the line where it is reached)."""
-    stripped = _STRING.sub('""', text)
+    """(deepest bracket nesting outside strings, the line where it is reached), in one pass."""
     depth = deepest = 0
     at = 0
-    for match in _BRACKET.finditer(stripped):
-        if match.group() in "[{":
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
             depth += 1
             if depth > deepest:
                 deepest, at = depth, match.start()
-        else:
+        elif token in ("]", "}"):
             depth -= 1
-    return deepest, stripped.count("\n", 0, at) + 1
+    return deepest, text.count("\n", 0, at) + 1
 
 
 def _surrogate_path(obj: Any, path: str = "") -> str | None:

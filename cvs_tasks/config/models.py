@@ -41,6 +41,12 @@ Number = Annotated[float, BeforeValidator(_plain_number)]
 """A finite JSON number (the models refuse NaN and infinities)."""
 
 
+HOUR_S, DAY_S = 3600, 86400
+# Upper bounds of the time fields: past them a value is a typo (1e308 overflows the clock arithmetic).
+MAX_POLL_S, MAX_WAIT_S, MAX_RUN_S = HOUR_S, 7 * DAY_S, 30 * DAY_S
+MAX_STEPS = 10**9
+
+
 class Block(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -135,7 +141,7 @@ class Smoke(Block):
 
 class Checkpoint(Block):
     enforce: bool = Field(False, description="Run the Primus checkpoint save/resume test (Primus images only).")
-    save_interval: int = Field(20, ge=1, description="Save a checkpoint every this many steps.")
+    save_interval: int = Field(20, ge=1, le=MAX_STEPS, description="Save a checkpoint every this many steps.")
     save_iters: int = Field(21, ge=1, description="Steps of the save phase.")
     resume_iters: int = Field(25, ge=1, description="Steps the resume phase trains to.")
     loss_rtol: float = Field(0.05, ge=0, description="Largest relative loss jump accepted at the first resumed step.")
@@ -143,7 +149,8 @@ class Checkpoint(Block):
 
 
 class LossCurve(Block):
-    sample_every: int = Field(10, ge=1, description="Sample the loss every this many steps for the trend line.")
+    sample_every: int = Field(10, ge=1, le=MAX_STEPS,
+                              description="Sample the loss every this many steps for the trend line.")
     milestone_steps: list[int] = Field(default_factory=lambda: [100, 500, 1000, 5000],
                                        description="Steps always sampled when the run reaches them.")
     max_slope: Number = Field(0.0, le=0, description="Largest accepted loss slope per step; <= 0 "
@@ -171,10 +178,14 @@ class Sweep(Block):
 
 
 class Watch(Block):
-    poll_interval_s: float = Field(2.0, gt=0, description="Seconds between reads of the nodes' logs.")
-    stall_timeout_s: float = Field(900.0, gt=0, description="Fail when no log line arrives for this long.")
-    startup_timeout_s: float = Field(1800.0, gt=0, description="Fail when no iteration appears this long after launch.")
-    timeout_s: float = Field(0.0, ge=0, description="Whole-run limit; 0 derives it from the iteration count.")
+    poll_interval_s: float = Field(2.0, ge=0.01, le=MAX_POLL_S,
+                                   description="Seconds between reads of the nodes' logs.")
+    stall_timeout_s: float = Field(900.0, gt=0, le=MAX_WAIT_S,
+                                   description="Fail when no log line arrives for this long.")
+    startup_timeout_s: float = Field(1800.0, gt=0, le=MAX_WAIT_S,
+                                     description="Fail when no iteration appears this long after launch.")
+    timeout_s: float = Field(0.0, ge=0, le=MAX_RUN_S,
+                             description="Whole-run limit; 0 derives it from the iteration count.")
 
 
 class Gpu(Block):

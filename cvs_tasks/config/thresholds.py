@@ -42,6 +42,10 @@ METRIC_NOTES = {
 KNOWN_METRICS = tuple(METRIC_NOTES)
 
 
+MAX_BASELINE_RUNS = 1000
+"""Most past runs a baseline reads (a larger count is a typo; SQLite takes no 30-digit LIMIT)."""
+
+
 class ThresholdSpec(BaseModel):
     """One metric's gate. `optional` turns a missing value into SKIPPED instead of FAIL."""
 
@@ -54,8 +58,10 @@ class ThresholdSpec(BaseModel):
     optional: bool = Field(False, description="true: a metric the backend does not produce is SKIPPED, not FAIL.")
     tolerance_pct: Number | None = Field(None, description="within / baseline: allowed distance in percent.")
     reference: str | None = Field(None, description="min_ratio: the metric to divide by.")
-    runs: int | None = Field(None, description="baseline: median of the last this many PASS runs (default 5).")
-    min_runs: int | None = Field(None, description="baseline: RECORD until the history holds this many (default 3).")
+    runs: int | None = Field(None, le=MAX_BASELINE_RUNS,
+                             description="baseline: median of the last this many PASS runs (default 5).")
+    min_runs: int | None = Field(None, le=MAX_BASELINE_RUNS,
+                                 description="baseline: RECORD until the history holds this many (default 3).")
 
     @model_validator(mode="after")
     def _needs(self) -> "ThresholdSpec":

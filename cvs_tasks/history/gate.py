@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from cvs_tasks.history.baseline import BaselineSettings, judge
-from cvs_tasks.history.db import HistoryUnavailable, open_db
+from cvs_tasks.history.db import HistoryUnavailable, reading
 from cvs_tasks.history.queries import metric_series
 from cvs_tasks.run.records import MetricRow
 
@@ -38,26 +38,26 @@ def split_cell(cell: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, d
 
 def baseline_rows(ctx: GateContext, combo: str, actuals: Mapping[str, Any], specs: Mapping[str, Any],
                   enforce: bool, warn: Callable[[str], None], unit_for: Callable[[str], str]) -> list[MetricRow]:
+    """One row per baseline spec. An unreadable history (damaged, wrong schema, not a file, refused)
+    is a warning and RECORD rows that say why: the history is never needed to finish a run."""
     if not specs:
         return []
+    settings = {name: BaselineSettings.of(spec) for name, spec in specs.items()}
     try:
-        conn = open_db(ctx.db_path)
+        with reading(ctx.db_path, create=True) as conn:
+            pasts = {name: metric_series(conn, ctx.config_hash, ctx.cluster, combo, name, limit=s.runs,
+                                         verdict="PASS", before=ctx.started, exclude_run=ctx.run_id)
+                     for name, s in settings.items()}
     except HistoryUnavailable as exc:
-        warn(f"warning: baseline gates recorded only: {exc}")
+        warn(f"warning: baseline gates recorded only: history unreadable: {exc}")
         return [MetricRow(n, _number(actuals.get(n)), unit_for(n), "baseline", "RECORD",
-                          f"history unavailable, not gated: {exc}") for n in specs]
+                          f"history unreadable: {exc}; baseline not judged") for n in specs]
     rows = []
-    try:
-        for name, spec in specs.items():
-            settings = BaselineSettings.of(spec)
-            past = metric_series(conn, ctx.config_hash, ctx.cluster, combo, name, limit=settings.runs,
-                                 verdict="PASS", before=ctx.started, exclude_run=ctx.run_id)
-            v = judge(name, _number(actuals.get(name)), [(r, val) for r, _, val, _ in past], settings)
-            status = v.status if enforce or v.status == "RECORD" else "RECORD"
-            reason = v.reason if enforce else f"record only: enforce_thresholds is false ({v.reason})"
-            rows.append(MetricRow(name, _number(actuals.get(name)), unit_for(name), v.expected, status, reason))
-    finally:
-        conn.close()
+    for name, s in settings.items():
+        v = judge(name, _number(actuals.get(name)), [(r, val) for r, _, val, _ in pasts[name]], s)
+        status = v.status if enforce or v.status == "RECORD" else "RECORD"
+        reason = v.reason if enforce else f"record only: enforce_thresholds is false ({v.reason})"
+        rows.append(MetricRow(name, _number(actuals.get(name)), unit_for(name), v.expected, status, reason))
     return rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from cvs_tasks.history.db import HistoryUnavailable, open_db
+from cvs_tasks.history.db import present, reading
 from cvs_tasks.history.entry import cluster_key, config_hash
 from cvs_tasks.history.queries import metric_series
 
@@ -18,15 +18,14 @@ Trends = dict[str, dict[str, list[tuple[str, float, str]]]]  # combo -> metric -
 def run_trends(db_path: Path, manifest: Mapping[str, Any], results: Mapping[str, Any], *,
                runs: int = TREND_RUNS) -> Trends:
     """Per combo and gated metric of ``results``: the last ``runs`` values of this config on this
-    cluster up to this run, oldest first. {} when there is no history to read."""
-    try:
-        conn = open_db(Path(db_path), create=False)
-    except HistoryUnavailable:
+    cluster up to this run, oldest first. {} when there is no history yet; HistoryUnavailable when
+    one is there but cannot be read (the caller warns: a trend is decoration, never a failed report)."""
+    if not present(Path(db_path)):
         return {}
     cfg, cluster = config_hash(manifest.get("effective_config")), cluster_key(manifest.get("hosts") or [])
     until = float(manifest.get("created") or 0.0) + 1e-3
     out: Trends = {}
-    try:
+    with reading(Path(db_path)) as conn:
         for test in results.get("tests", []):
             if test.get("stage") != "metric" or not test.get("combo"):
                 continue
@@ -36,8 +35,4 @@ def run_trends(db_path: Path, manifest: Mapping[str, Any], results: Mapping[str,
                 series = metric_series(conn, cfg, cluster, test["combo"], metric["name"], limit=runs, before=until)
                 if series:
                     out.setdefault(test["combo"], {})[metric["name"]] = [(r, v, verdict) for r, _, v, verdict in series]
-    except Exception:  # a trend is decoration: a broken history must not stop a report
-        return {}
-    finally:
-        conn.close()
     return out

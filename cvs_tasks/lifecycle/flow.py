@@ -146,7 +146,7 @@ def finish_run(session: Session, *, interrupted: bool = False) -> None:
         record_run_safely(session.run, session.history_path, lambda text: session.say(text, "warning"))
     from cvs_tasks.report import render_all
 
-    render_all(session.run, session.history_path)
+    render_all(session.run, session.history_path, warn=lambda text: session.say(text, "warning"))
 
 
 __all__ = ["RunRequest", "run_all", "run_stage", "session_for", "close_sessions", "finish_run", "interrupt_guard"]

@@ -9,8 +9,6 @@ run directory. Reading stops right after the line, so the cost is bounded by its
 from __future__ import annotations
 
 import math
-import os
-from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -103,15 +101,19 @@ def _default_hint(test: Mapping[str, Any]) -> str:
 
 def _context(run_path: Path, log: Any, line_no: int) -> list[list[Any]]:
     """[[n, text], ...] for lines line_no-CONTEXT .. line_no+CONTEXT of a log in the run directory
-    ([] if unreadable, or if ``log`` names anything outside the run directory)."""
+    ([] if unreadable, or if ``log`` names anything outside the run directory).
+
+    Read in chunks with each line cut to its head (``metrics.logfile.line_heads``, the reader behind
+    ``logs.parse``): a log line of gigabytes costs one chunk of memory, not the line."""
+    from cvs_tasks.metrics.logfile import line_heads
+
+    rows: list[list[Any]] = []
     try:
         fd = open_inside(run_path, log, "log")
-    except InputRefused:
-        return []
-    window: deque = deque(maxlen=2 * CONTEXT + 1)
-    with os.fdopen(fd, "rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            window.append([n, raw[:4 * MAX_TEXT].decode("utf-8", "replace").rstrip("\r\n")[:MAX_TEXT]])
+        for n, raw in line_heads(fd, 4 * MAX_TEXT, first=max(1, line_no - CONTEXT)):
+            rows.append([n, raw.decode("utf-8", "replace").rstrip("\r")[:MAX_TEXT]])
             if n >= line_no + CONTEXT:
                 break
-    return [row for row in window if row[0] >= line_no - CONTEXT]
+    except (InputRefused, OSError):
+        return []
+    return rows

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cvs_tasks.errors import BadInput, InfraError
-from cvs_tasks.identifiers import identifier_problem
+from cvs_tasks.identifiers import control_characters, identifier_problem
 from cvs_tasks.inputs import InputRefused, load_json
 from cvs_tasks.run.manifest import check_manifest
 from cvs_tasks.run.records import StageRecord, combo_dir
@@ -63,13 +63,28 @@ def new_run_id(now: float | None = None) -> str:
 
 def check_run_flag(run: str | None) -> None:
     """Refuse a ``--run`` whose run id (its last path part) could escape a folder or break a
-    script (``..``, a newline, a slash-only path): BadInput (exit 2) before anything is written."""
+    script (``..``, a newline, a slash-only path), or whose folders hold a control character (a
+    newline in a parent would split every line that names the run directory), also where a symlink
+    leads: BadInput (exit 2) before anything is written."""
     if run is None:
         return
-    name = Path(run).name if ("/" in run or os.sep in run) else run
+    is_path = "/" in run or os.sep in run
+    bad = control_characters(run) or (is_path and control_characters(_resolved(run)))
+    if bad:
+        raise BadInput(f"--run {run!r}: the path contains control character(s) {', '.join(bad)}; "
+                       "use a folder whose name has none")
+    name = Path(run).name if is_path else run
     problem = identifier_problem("run id", name)
     if problem:
         raise BadInput(f"--run {run!r}: {problem}")
+
+
+def _resolved(path: str) -> str:
+    """The absolute path symlinks lead to ('' when it cannot be resolved: a loop, an unreadable folder)."""
+    try:
+        return str(Path(path).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):
+        return ""
 
 
 def load_record_file(path: Path, root: Path | None = None) -> StageRecord | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,16 +27,34 @@ def user_errors() -> Iterator[None]:
         raise Exit(message=visible(str(exc), keep_newlines=True), code=exc.exit_code) from None
 
 
-def seconds_flag(flag: str, value: object, default: float) -> float:
-    """A ``--<flag> SECONDS`` value: a finite positive number (invoke would show a traceback for
-    `abc` in an int flag, so these flags are read as text and checked here, exit 2)."""
-    if value is None:
+WHOLE = re.compile(r"\A\s*-?[0-9]{1,18}\s*\Z")
+
+
+def number_flag(flag: str, value: object, default: float, least: float, most: float, *, whole: bool = False,
+                above: bool = False, unit: str = "") -> float:
+    """A numeric flag's value, or ``default`` when it was not given.
+
+    Invoke shows a traceback for ``abc`` in a flag whose default is a number, so numeric flags
+    default to None (read as text) and are checked here: ASCII digits (``float()`` would also take
+    'nan', 'inf' and '٣'), within ``least`` (excluded when ``above``) .. ``most``; else BadInput
+    (exit 2) naming the flag, e.g. ``--runs: 'abc' is not a whole number``."""
+    if value is None or value == "":
         return default
     text = str(value)
-    seconds = float(text) if ASCII_DECIMAL.match(text) else float("nan")
-    if not (0 < seconds <= 24 * 3600):
-        raise BadInput(f"--{flag} must be a number of seconds between 0 and 86400, not {value!r}")
-    return seconds
+    if whole and not WHOLE.match(text):
+        raise BadInput(f"--{flag}: {value!r} is not a whole number")
+    if not whole and not ASCII_DECIMAL.match(text):
+        raise BadInput(f"--{flag}: {value!r} is not a finite number")
+    number = int(text) if whole else float(text)
+    if number < least or number > most or (above and number == least):
+        low = f"above {least:g}" if above else f"at least {least:g}"
+        raise BadInput(f"--{flag}: {value!r} is out of range (must be {low} and at most {most:g}{unit})")
+    return number
+
+
+def seconds_flag(flag: str, value: object, default: float) -> float:
+    """A ``--<flag> SECONDS`` value: a finite number of seconds in (0, 86400]."""
+    return number_flag(flag, value, default, 0, 24 * 3600, above=True, unit=" seconds")
 
 
 # Invoke configuration the tasks read (`cvs:` in invoke.yaml / ~/.invoke.yaml, or INVOKE_CVS_*).

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, user_errors
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, number_flag, reports_root, user_errors
 from cvs_tasks.terminal import echo
 
 COMMON = {
     "reports_dir": REPORTS_DIR_HELP,
     "history": "History database (default: <reports>/history.sqlite, or $CVS_HISTORY_DB)",
 }
+
+MAX_LIMIT = 100_000
 
 
 @task(default=True, auto_shortflags=False, help={
@@ -19,10 +21,10 @@ COMMON = {
     "cluster": "Only runs on this cluster (a host address, or the sorted hosts joined by commas)",
     "combo": "Only runs with this sweep cell (with --verdict: that cell's metric verdict)",
     "verdict": "PASS or FAIL",
-    "limit": "How many runs (default 20)",
+    "limit": f"How many runs (default 20, at most {MAX_LIMIT})",
     "json": "Print JSON instead of a table",
 })
-def show(c, config=None, cluster=None, combo=None, verdict=None, limit=20, json=False, reports_dir=None,
+def show(c, config=None, cluster=None, combo=None, verdict=None, limit=None, json=False, reports_dir=None,
          history=None):
     """Recent runs, newest first: verdict, suite, nodes, config, and each combo's verdict."""
     from cvs_tasks.history.commands import show_history
@@ -30,7 +32,8 @@ def show(c, config=None, cluster=None, combo=None, verdict=None, limit=20, json=
 
     with user_errors():
         show_history(reports_root(c, reports_dir), history,
-                     RunFilter(config=config, cluster=cluster, combo=combo, verdict=verdict, limit=int(limit)),
+                     RunFilter(config=config, cluster=cluster, combo=combo, verdict=verdict,
+                               limit=number_flag("limit", limit, 20, 1, MAX_LIMIT, whole=True)),
                      as_json=bool(json))
 
 

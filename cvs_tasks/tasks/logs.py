@@ -14,21 +14,13 @@ from typing import Iterator
 from invoke import Collection, task
 from invoke.exceptions import Exit
 
-from cvs_tasks.errors import BadInput, GateFailed
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.errors import GateFailed
+from cvs_tasks.tasks._common import number_flag, user_errors
 from cvs_tasks.terminal import echo
 
 
 def _positive_int(flag: str, value) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"--{flag} must be a positive integer, got {value!r}") from None
-    if number <= 0:
-        raise BadInput(f"--{flag} must be a positive integer, got {value!r}")
-    return number
+    return number_flag(flag, value, None, 1, 10**9, whole=True)
 
 
 @contextmanager

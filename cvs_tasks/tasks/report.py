@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from invoke import Collection, task
@@ -27,7 +28,8 @@ def render(c, run=None, reports_dir=None, history=None):
 
     with user_errors():
         run_dir = RunDir.resolve(reports_root(c, reports_dir), run)
-        paths = render_all(run_dir, Path(history).expanduser() if history else None)
+        paths = render_all(run_dir, Path(history).expanduser() if history else None,
+                           warn=lambda text: echo(text, file=sys.stderr))
         results = json.loads(paths["results"].read_text(encoding="utf-8"))
         for label, path in paths.items():
             echo(f"{label:>8}: {path}")

@@ -9,7 +9,7 @@ import json
 
 from invoke import Collection, task
 
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import number_flag, user_errors
 
 STATE_HELP = "State directory (default: $CVS_TESTBED_DIR or /tmp/cvs-testbed)"
 
@@ -26,11 +26,12 @@ def image(c, docker_host="unix:///var/run/docker.sock"):
             "docker_nodes": "How many of them get their own dockerd (default: all; the rest share node 0's)",
             "state_dir": STATE_HELP,
             "scheduler": "Also run a local Slurm cluster over the nodes (slurm); writes cluster-slurm.json"})
-def up(c, nodes=2, docker_nodes=None, state_dir=None, scheduler=None):
+def up(c, nodes=None, docker_nodes=None, state_dir=None, scheduler=None):
     """Start (or reuse) the local testbed cluster and print its cluster files."""
     with user_errors():
         from testbed import cluster
-        cluster.up(nodes=int(nodes), docker_nodes=int(docker_nodes) if docker_nodes else None,
+        cluster.up(nodes=number_flag("nodes", nodes, 2, 1, 253, whole=True),
+                   docker_nodes=number_flag("docker-nodes", docker_nodes, None, 1, 253, whole=True),
                    state_dir=state_dir, scheduler=scheduler)
 
 

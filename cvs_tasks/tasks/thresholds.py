@@ -5,21 +5,24 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.tasks._common import configured, reports_root, user_errors
+from cvs_tasks.tasks._common import configured, number_flag, reports_root, user_errors
 from cvs_tasks.tasks.history import COMMON
+
+MAX_RUNS = 1000
 
 
 @task(auto_shortflags=False, help={
     **COMMON,
     "config": "Suite config whose passing runs to use",
     "cluster": "Cluster file those runs ran on",
-    "output": "Threshold file to write",
-    "runs": "Use the last N passing runs (default 5)",
+    "output": "Threshold file to write (an existing file is kept unless --force)",
+    "force": "Overwrite an existing --output file",
+    "runs": f"Use the last N passing runs (default 5, at most {MAX_RUNS})",
     "min_runs": "Refuse with fewer passing runs than this (default 3)",
-    "margin_pct": "Least margin from the median, in % (default 5; wider when the runs scatter more)",
+    "margin_pct": "Least margin from the median, in % (default 5, 0 to 100; wider when the runs scatter more)",
 })
-def calibrate(c, config=None, cluster=None, output=None, runs=5, min_runs=3, margin_pct=5.0, reports_dir=None,
-              history=None):
+def calibrate(c, config=None, cluster=None, output=None, runs=None, min_runs=None, margin_pct=None, force=False,
+              reports_dir=None, history=None):
     """Derive a threshold file per cell from the last N passing runs (robust margin; runs used recorded)."""
     from cvs_tasks.history.commands import calibrate_thresholds
 
@@ -28,8 +31,10 @@ def calibrate(c, config=None, cluster=None, output=None, runs=5, min_runs=3, mar
         if not config or not cluster or not output:
             raise BadInput("thresholds.calibrate needs --config, --cluster and --output")
         path, data = calibrate_thresholds(reports_root(c, reports_dir), history, config=config, cluster=cluster,
-                                          output=output, runs=int(runs), margin_pct=float(margin_pct),
-                                          min_runs=int(min_runs))
+                                          output=output, force=bool(force),
+                                          runs=number_flag("runs", runs, 5, 1, MAX_RUNS, whole=True),
+                                          margin_pct=number_flag("margin-pct", margin_pct, 5.0, 0, 100, unit=" %"),
+                                          min_runs=number_flag("min-runs", min_runs, 3, 1, MAX_RUNS, whole=True))
         cal = data["_calibration"]
         cells = [k for k in data if not k.startswith("_")]
         print(f"{path}: {len(cells)} cell(s) from {len(cal['runs'])} passing run(s): {', '.join(cal['runs'])}")

@@ -9,6 +9,7 @@ from cvs_tasks.history import entry_from_run, record_run
 from cvs_tasks.history.baseline import BaselineSettings, judge
 from cvs_tasks.history.gate import GateContext, baseline_rows, merge_rows, split_cell
 from cvs_tasks.judge.thresholds import evaluate, unit_for
+from tests.unit.history.damage import DAMAGE, damage, healthy_bytes, root_ignores_permissions
 from tests.unit.history.runs import COMBO, make_run
 
 TPUT = "training.throughput_per_gpu"
@@ -71,10 +72,16 @@ def test_the_gate_reads_pass_runs_of_this_config_on_this_cluster(tmp_path):
     assert off[0].status == "RECORD" and "enforce_thresholds is false" in off[0].reason
 
 
-def test_an_unreadable_history_records_the_baseline_metric_and_warns(tmp_path):
-    db = tmp_path / "h.sqlite"
-    db.write_bytes(b"x" * 4096)
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_an_unreadable_history_records_the_baseline_metric_and_warns(tmp_path, kind):
+    if kind == "permission" and root_ignores_permissions():
+        pytest.skip("root reads a mode-000 file")
+    db = damage(tmp_path / "h.sqlite", kind, healthy_bytes(tmp_path))
     warnings = []
-    rows = baseline_rows(GateContext(db, "c", "h", "now", 1.0), COMBO, {TPUT: 1.0},
-                         {TPUT: ThresholdSpec(kind="baseline", tolerance_pct=5)}, True, warnings.append, unit_for)
-    assert rows[0].status == "RECORD" and "history unavailable" in rows[0].reason and warnings
+    rows = baseline_rows(GateContext(db, "c", "h", "now", 1.0), COMBO, {TPUT: 1.0, STEP: 2.0},
+                         {TPUT: ThresholdSpec(kind="baseline", tolerance_pct=5),
+                          STEP: ThresholdSpec(kind="baseline", tolerance_pct=5)}, True, warnings.append, unit_for)
+    assert [(r.name, r.status, r.value) for r in rows] == [(TPUT, "RECORD", 1.0), (STEP, "RECORD", 2.0)]
+    assert all(r.reason.startswith("history unreadable: ") and r.reason.endswith("; baseline not judged")
+               for r in rows)
+    assert len(warnings) == 1 and "history unreadable" in warnings[0] and str(db) in warnings[0]

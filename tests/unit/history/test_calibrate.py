@@ -61,6 +61,29 @@ def test_calibrate_reads_the_last_passing_runs_of_the_config_on_the_cluster(tmp_
                              output=str(tmp_path / "x.json"), runs=5, margin_pct=5.0, min_runs=4)
 
 
+
+def test_calibrate_keeps_an_existing_output_unless_forced(tmp_path):
+    reports, db = tmp_path / "reports", tmp_path / "reports" / "history.sqlite"
+    for i in range(3):
+        record_run(db, entry_from_run(make_run(reports, f"r{i}", created=float(i), tput=500.0 + i)))
+    cluster = tmp_path / "cluster.json"
+    nodes = {"127.0.0.2": {}, "127.0.0.3": {}}
+    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": nodes}))
+    out = tmp_path / "site_threshold.json"
+    out.write_text('{"hand": "tuned"}')
+    args = dict(config="/cfg/sim_megatron_distributed.json", cluster=str(cluster), output=str(out), runs=5,
+                margin_pct=5.0, min_runs=3)
+    with pytest.raises(BadInput, match="exists; .*pass --force to replace it"):
+        calibrate_thresholds(reports, None, **args)
+    assert json.loads(out.read_text()) == {"hand": "tuned"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "reports", "site_threshold.json"]
+    calibrate_thresholds(reports, None, **args, force=True)
+    assert COMBO in json.loads(out.read_text())
+    fresh = tmp_path / "fresh.json"
+    calibrate_thresholds(reports, None, **{**args, "output": str(fresh)})
+    assert COMBO in json.loads(fresh.read_text())
+    assert not list(tmp_path.glob(".*calibrate"))
+
 def test_a_zero_bound_is_named_as_a_placeholder():
     cells = {COMBO: {TPUT: ThresholdSpec(kind="min", value=0), STEP: ThresholdSpec(kind="max_ms", value=0),
                      "training.mem_usage": ThresholdSpec(kind="info", value=0)}}

@@ -6,6 +6,7 @@ import pytest
 from cvs_tasks.errors import BadInput
 from cvs_tasks.run import MetricRow, NodeOutcome, RunDir, StageRecord, combo_dir
 from cvs_tasks.run import test_name as row_name
+from cvs_tasks.run.rundir import check_run_flag
 
 
 def test_combo_dir_and_test_names():
@@ -55,3 +56,26 @@ def test_a_corrupt_record_counts_as_not_done(tmp_path):
     run.record_path("smoke").write_text("{not json")
     assert run.read_record("smoke") is None
     assert run.records() == []
+
+
+@pytest.mark.parametrize("run", ["/tmp/a\nb/20260101-000000-abcd", "rep\x1borts/20260101-000000-abcd",
+                                 "/tmp/x\u202ey/20260101-000000-abcd", "/tmp/ok\r/20260101-000000-abcd"])
+def test_a_control_character_anywhere_in_a_run_path_is_refused(run):
+    with pytest.raises(BadInput, match="control character"):
+        check_run_flag(run)
+
+
+def test_a_symlinked_parent_is_checked_where_it_leads(tmp_path):
+    target = tmp_path / "a\nb"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(BadInput, match=r"control character\(s\) \\n"):
+        check_run_flag(str(tmp_path / "link" / "20260101-000000-abcd"))
+    check_run_flag(str(tmp_path / "20260101-000000-abcd"))  # a clean path passes
+
+
+def test_a_symlink_loop_or_a_nul_in_a_run_path_is_no_traceback(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    check_run_flag(str(tmp_path / "loop" / "20260101-000000-abcd"))  # nothing to resolve: the id decides
+    with pytest.raises(BadInput, match="control character"):
+        check_run_flag("/\x00/20260101-000000-abcd")
