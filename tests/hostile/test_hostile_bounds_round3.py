@@ -135,10 +135,7 @@ def test_compare_warns_and_compares_the_run_directories(damaged_history):
 
 def test_report_warns_and_renders(damaged_history):
     sandbox, db = damaged_history
-    (sandbox.reports / RUN_B / "run.json").write_text(json.dumps({
-        **json.loads((sandbox.reports / RUN_B / "run.json").read_text()),
-        "effective_config": {"gpu_name": "MI300X", "history": {"path": db}}}))
-    res = sandbox.cli("report", "--run", RUN_B)
+    res = sandbox.cli("report", "--run", RUN_B, "--history", db)
     assert res.code == 0 and "Traceback" not in res.text, res.text  # the run passed: exit 0 as without a history
     assert "warning: history unreadable: " in res.err and db in res.err
     assert (sandbox.reports / RUN_B / "report.html").is_file()
@@ -153,7 +150,7 @@ def free_port() -> int:
 def test_a_run_with_a_baseline_gate_finishes_on_a_damaged_history(sandbox):
     """The metric stage reads the history for a `baseline` threshold: a database of another schema
     (which crashed the stage) is a warning and a RECORD row saying why, and the run finishes, is
-    reported and exits on its other gates; the database is left as it was."""
+    reported and passes; the database is left as it was."""
     db = damage(sandbox.root / "history.sqlite", "wrong_schema", healthy_bytes(sandbox.root))
     before = db.read_bytes()
     key = KEYS[0]
@@ -168,8 +165,8 @@ def test_a_run_with_a_baseline_gate_finishes_on_a_damaged_history(sandbox):
         cfg["history"] = {"path": str(db)}
         cfg["convergence"]["target_value"] = 0  # 6 steps reach no loss target; this run gates the rest
 
-    def baseline(thr):
-        thr[key]["training.throughput_per_gpu"] = {"kind": "baseline", "tolerance_pct": 10}
+    def baseline(thr):  # the only gate: the simulated step times grow with the machine's load
+        thr[key] = {"training.throughput_per_gpu": {"kind": "baseline", "tolerance_pct": 10}}
 
     res = sandbox.cli("all", "--config", str(sandbox.config(edit, thresholds=baseline)),
                       "--cluster", str(LOCAL_CLUSTER), timeout=300)

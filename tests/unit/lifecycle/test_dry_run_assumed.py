@@ -43,7 +43,7 @@ def test_the_primus_checkpoint_dry_run_marks_every_line_resolved_on_the_node(tmp
     lines = _dry_run(tmp_path, "checkpoint", _primus_config(tmp_path))
     marked = [line for line in lines if ASSUMED in line]
     folder = "/home/ops/LOGS/megatron/ckpt_primus"
-    wipe = next(line for line in lines if "rm -rf --" in line)
+    wipe = next(line for line in lines if "rm -rf --" in line and f"{folder}/" in line)
     saved = next(line for line in lines if "latest_checkpointed_iteration.txt" in line and line.startswith("[dry-run]"))
     save, resume = (line for line in lines if "primus-cli direct" in line)
     assert {wipe, saved, save, resume} == set(marked)
