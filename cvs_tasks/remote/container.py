@@ -160,9 +160,13 @@ class DockerRuntime(Runtime):
         alive = list(range(len(nodes)))
 
         cleared = self._on(alive).run_until_ok(
-            dc.remove_command(self.spec.name), timeout=self.timeouts.command, step="docker rm",
-            policy=self.retry, record=self.attempts, ok=_removed, sleep=self._sleep)
+            self._remove_own(), timeout=self.timeouts.command, step="docker rm",
+            policy=self.retry, record=self.attempts, ok=lambda r: _removed(r) or _in_use(r) is not None,
+            sleep=self._sleep)
         self._note(alive, cleared, failed, "removing the old container", _removed)
+        for i, r in zip(alive, cleared):
+            if _in_use(r) is not None:  # another run's container: refused, named, left alone
+                failed[i] = node_error(nodes[i], self._in_use_message(_in_use(r)))
         alive = [i for i in alive if i not in failed]
 
         self._ensure_image([i for i in alive], failed)
@@ -227,10 +231,20 @@ class DockerRuntime(Runtime):
                     failed[i] = node_error(self.hosts.nodes[i],
                                            f"image {image} is still missing after {step}")
 
+    def _remove_own(self) -> str:
+        return dc.remove_own_command(self.spec.name, self.run_id)
+
+    def _in_use_message(self, holder: tuple[str, str]) -> str:
+        run, owner = holder
+        who = f"run {run} of {owner or 'an unknown user'}" if run else "a container cvs-tasks did not start"
+        return (f"container {self.spec.name!r} is running for {who}, not this run ({self.run_id}); it was left "
+                "alone. Wait for that run to end or set another container.name; if that run is gone, "
+                "`invoke cleanup --cluster <cluster file>` removes its containers")
+
     def _roll_back(self, started: list[int]) -> None:
         if started:
             self._on(started).run_until_ok(
-                dc.remove_command(self.spec.name), timeout=self.timeouts.command,
+                self._remove_own(), timeout=self.timeouts.command,
                 step="docker rm (roll back)", policy=self.retry, record=self.attempts,
                 ok=_removed, sleep=self._sleep)
 
@@ -244,10 +258,14 @@ class DockerRuntime(Runtime):
         """
         if self.spec.lifetime == "no_launch" or (self.spec.lifetime == "persistent" and not force):
             return [_ok(n, f"{self.spec.lifetime}: left running") for n in self.hosts.nodes]
+        shared = self.spec.lifetime == "persistent"  # forced: shared by runs, removed whoever started it
         answers = self.hosts.run_until_ok(
-            dc.remove_command(self.spec.name), timeout=self.timeouts.command, step="docker rm",
-            policy=self.retry, record=self.attempts, ok=_removed, sleep=self._sleep)
-        return [_ok(n, "removed") if _removed(r) else r for n, r in zip(self.hosts.nodes, answers)]
+            dc.remove_command(self.spec.name) if shared else self._remove_own(), timeout=self.timeouts.command,
+            step="docker rm", policy=self.retry, record=self.attempts,
+            ok=lambda r: _removed(r) or _in_use(r) is not None, sleep=self._sleep)
+        return [_ok(n, "removed") if _removed(r)
+                else _ok(n, "left running: " + self._in_use_message(_in_use(r))) if _in_use(r) is not None
+                else r for n, r in zip(self.hosts.nodes, answers)]
 
     # --- helpers --------------------------------------------------------------------------
     def _on(self, indices: Sequence[int]) -> Hosts:
@@ -260,6 +278,13 @@ class DockerRuntime(Runtime):
         for i, r in zip(indices, results):
             if not ok(r):
                 failed[i] = node_error(self.hosts.nodes[i], f"{step}: {_detail(self.hosts.nodes[i], r)}")
+
+
+def _in_use(result: NodeResult) -> tuple[str, str] | None:
+    """(run id, owner) when the node refused to remove a container another run is using."""
+    if result.ok or result.exit_code != dc.IN_USE_EXIT:
+        return None
+    return dc.in_use_by(result.stderr)
 
 
 def _removed(result: NodeResult) -> bool:

@@ -244,6 +244,40 @@ def remove_command(*names: str) -> str:
     return shlex.join(["docker", "rm", "-f", *names])
 
 
+# Removing a container by name at launch, roll-back and teardown: only when it is absent, not
+# running, or this run's own (its cvs.run_id label). A running container of another run (a second
+# engineer's run of the same config on the same nodes) or one cvs-tasks did not label is never
+# removed: the node answers IN_USE_EXIT with a line naming the run that holds it.
+IN_USE_EXIT = 3
+IN_USE_MARK = "cvs-tasks: in use:"
+_OWN_FORMAT = '{{.State.Status}} {{index .Config.Labels "' + LABEL_RUN_ID + '"}} {{index .Config.Labels "' \
+    + LABEL_OWNER + '"}}'
+
+
+def remove_own_command(name: str, run_id: str) -> str:
+    """``docker rm -f <name>`` unless the container runs for another run (or for no cvs-tasks run):
+    then exit ``IN_USE_EXIT`` with ``IN_USE_MARK <status> <its run id> <its owner>`` on stderr.
+    An absent container exits 0 (nothing to remove); a failed inspect (docker down) fails as it."""
+    n, own = shlex.quote(name), shlex.quote(run_id)
+    return (f"(set -f; s=$(docker container inspect --format {shlex.quote(_OWN_FORMAT)} {n} 2>&1) || "
+            f"{{ case \"$s\" in *'o such container'*|*'o such object'*) exit 0;; esac; "
+            f"printf '%s\\n' \"$s\" >&2; exit 1; }}; "
+            f"set -- $s; if [ \"$1\" = running ] && [ \"${{2:-}}\" != {own} ]; then "
+            f"echo \"{IN_USE_MARK} $*\" >&2; exit {IN_USE_EXIT}; fi; "
+            f"{shlex.join(['docker', 'rm', '-f', name])})")
+
+
+def in_use_by(stderr: str) -> tuple[str, str] | None:
+    """(run id, owner) of the other run a ``remove_own_command`` refused to touch, else None;
+    ('', '') for a running container no cvs-tasks run labelled."""
+    for line in stderr.splitlines():
+        if line.startswith(IN_USE_MARK):
+            fields = line[len(IN_USE_MARK):].split()[1:] + ["", ""]
+            run, owner = ("" if f == "<no value>" else f for f in fields[:2])
+            return run, owner
+    return None
+
+
 STATE_FORMAT = "{{.State.Status}}"
 
 

@@ -8,11 +8,12 @@ import pytest
 
 from cvs_tasks.errors import BadInput
 from cvs_tasks.remote import HostRuntime, RetryPolicy, runtime_for
+from cvs_tasks.remote import docker_cmd as dc
 from cvs_tasks.remote.leftovers import find_leftovers, remove_leftovers
 from cvs_tasks.remote.testing import ScriptedHosts
 
 IMAGE = "rocm/megatron-lm:v25.9"
-RM = "docker rm -f cvs-c"
+RM = dc.remove_own_command("cvs-c", "run1")  # removes only an absent, stopped or own container
 GONE = "Error response from daemon: No such container: cvs-c"
 HAS_IMAGE = f"docker image inspect --format '{{{{.Id}}}}' {IMAGE}"
 NO_IMAGE = f"Error: No such image: {IMAGE}"
@@ -104,7 +105,7 @@ def test_persistent_attaches_when_running_everywhere(hosts):
     assert [r.stdout for r in rt.launch()] == ["attached", "attached"]
     assert rt.mode == "attached"
     assert [r.stdout for r in rt.remove()] == ["persistent: left running"] * 2
-    hosts.expect(RM)
+    hosts.expect("docker rm -f cvs-c")  # forced: a persistent container is shared by runs, removed whoever started it
     assert all(r.ok for r in rt.remove(force=True))
 
 
@@ -170,3 +171,56 @@ def test_leftovers_are_found_by_label_and_removed_per_node(hosts):
     assert scan.errors == ["node n1: exit status 1: Cannot connect to the Docker daemon"]
     results = remove_leftovers(hosts, scan.found, retry=RetryPolicy(attempts=1))
     assert all(r.ok for r in results)
+
+
+IN_USE = "cvs-tasks: in use: running run2 bob"
+
+
+def test_another_runs_running_container_is_never_removed_and_named(hosts):
+    """A second run of the same config on the same nodes (same container name) must not remove the
+    first run's container: the launch fails on that node naming the run, teardown leaves it."""
+    hosts.expect(RM, on="n0").expect(RM, exit=dc.IN_USE_EXIT, stderr=IN_USE + "\n", on="n1")
+    hosts.expect(HAS_IMAGE, stdout="sha256:1\n", on="n0").expect(RUN, stdout="cvs-c-id\n", on="n0")
+    hosts.expect(STATE, stdout="running\n", on="n0").expect(RM, on="n0")  # n0 rolled back: its own
+    rt = runtime(hosts)
+    n0, n1 = rt.launch()
+    assert not n1.ok and "running for run run2 of bob, not this run (run1)" in n1.error
+    assert "invoke cleanup" in n1.error and "removed again" in n0.error
+    assert [a.step for a in rt.attempts] == []  # refused, not retried: waiting cannot help
+    hosts.expect(RM, on="n0").expect(RM, exit=dc.IN_USE_EXIT, stderr=IN_USE + "\n", on="n1")
+    n0, n1 = rt.remove()  # teardown of the refused run
+    assert n0.ok and n0.stdout == "removed"
+    assert n1.ok and n1.stdout.startswith("left running: container 'cvs-c' is running for run run2 of bob")
+
+
+def test_an_unlabelled_running_container_is_not_ours_to_remove(hosts):
+    hosts.expect(RM, exit=dc.IN_USE_EXIT, stderr="cvs-tasks: in use: running\n")
+    results = runtime(hosts).launch()
+    assert all("a container cvs-tasks did not start" in r.error for r in results)
+
+
+@pytest.mark.parametrize("state, removed, code", [
+    ("absent", False, 0), ("down", False, 1), ("running run1 alice", True, 0), ("exited run2 bob", True, 0),
+    ("running run2 bob", False, dc.IN_USE_EXIT), ("running  ", False, dc.IN_USE_EXIT),
+    ("running * *", False, dc.IN_USE_EXIT),
+])
+def test_the_guarded_removal_in_real_bash(tmp_path, state, removed, code):
+    """The node side of ``remove_own_command``, in bash against a stub docker answering inspect as
+    docker does (verified against a real dockerd: no label prints an empty field)."""
+    import os
+    import subprocess
+
+    stub = tmp_path / "docker"
+    stub.write_text("#!/bin/bash\necho \"$@\" >> \"$CALLS\"\n"
+                    "if [ \"$1\" = container ]; then case \"$STUB\" in\n"
+                    "  absent) echo \"Error response from daemon: No such container: x\" >&2; exit 1;;\n"
+                    "  down) echo 'Cannot connect to the Docker daemon' >&2; exit 1;;\n"
+                    "  *) echo \"$STUB\";; esac; fi\n")
+    stub.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", STUB=state, CALLS=str(calls))
+    done = subprocess.run(["bash", "-c", RM], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == code, done.stderr
+    assert ("rm -f cvs-c" in calls.read_text()) is removed
+    if code == dc.IN_USE_EXIT:
+        assert dc.in_use_by(done.stderr) == tuple((state.split() + ["", "", ""])[1:3])

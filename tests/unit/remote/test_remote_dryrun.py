@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cvs_tasks.remote import runtime_for
+from cvs_tasks.remote.docker_cmd import remove_own_command
 from cvs_tasks.remote.dryrun import DryRunHosts
 
 
@@ -26,7 +27,7 @@ def test_a_docker_launch_walks_through_in_a_dry_run():
                      run_id="r", owner="o", nnodes=2)
     assert all(r.ok for r in rt.launch())
     assert [line.split(": ", 1)[1] for line in said if line.startswith("[dry-run] n0")] == [
-        "docker rm -f c", "docker image inspect --format '{{.Id}}' img",
+        remove_own_command("c", "r"), "docker image inspect --format '{{.Id}}' img",
         "docker run -d --name c --label cvs.run_id=r --label cvs.owner=o --label cvs.name=c "
         "--network host --ipc host --privileged --device /dev/kfd --device /dev/dri --device /dev/infiniband "
         "--cap-add IPC_LOCK --cap-add SYS_PTRACE --security-opt seccomp=unconfined --group-add video "
