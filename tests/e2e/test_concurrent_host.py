@@ -26,14 +26,14 @@ LOCAL = REPO / "cluster" / "localhost.json"
 class Background:
     """`invoke all` in the background, its output in files (a stopped reader never blocks it)."""
 
-    def __init__(self, config: Path, reports: Path):
+    def __init__(self, config: Path, reports: Path, cluster: Path = LOCAL):
         reports.mkdir(parents=True, exist_ok=True)
         self.reports = reports
         self.out, self.err = reports.parent / f"{reports.name}.out", reports.parent / f"{reports.name}.err"
         env = dict(os.environ, CVS_REPORTS_DIR=str(reports), COLUMNS="160")
         with self.out.open("w") as out, self.err.open("w") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "invoke", "all", "--config", str(config),
-                                          "--cluster", str(LOCAL)], cwd=REPO, env=env, stdout=out, stderr=err,
+                                          "--cluster", str(cluster)], cwd=REPO, env=env, stdout=out, stderr=err,
                                          stdin=subprocess.DEVNULL)
 
     def wait_for_file(self, pattern: str, timeout: float = 120, known: frozenset[Path] = frozenset()) -> Path:
