@@ -218,7 +218,8 @@ class LogParser(ParserViews):
         if gbs is None:  # the line's own GBS, else the dump's, else the one given
             fallback_gbs = self.global_batch_size
             gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
-        clocks = [prefix_clock(prefix_text(others[j])) for j in rows.index] if self.stats.probing(rows.steps) else None
+        clocks = ([prefix_clock(prefix_text(others[j])) for j in rows.index]
+                  if self._primus_records() and self.stats.probing(rows.steps) else None)
         self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
                        rows.col("mem"), gbs, clocks)
         for k, name in self._fields.check(rows):
@@ -235,6 +236,12 @@ class LogParser(ParserViews):
             curve.add(row)
         curve.add(next(_curve_rows(rows.subset([n - 1]), others)))  # the latest row is always readable
         return [(rows, others)]
+
+    def _primus_records(self) -> bool:
+        """Primus' logger (``[rank-N/M]`` records) prints a cumulative average on its first steps;
+        Megatron-LM's number is the average over the log interval. Only Primus lines are probed
+        against their time stamps (a time-compressed stand-in's stamps mean nothing for Megatron)."""
+        return self._dialect == "primus" or (self._dialect == "auto" and "rank_prefix" in self._features)
 
     def _note_features(self, rows: grammar.Rows, others: list[bytes]) -> None:
         f = self._features

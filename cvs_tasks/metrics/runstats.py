@@ -11,7 +11,8 @@ previous logged step (the lines' own time stamps, at their resolution, with ``RA
 not take that long: the number is an average over earlier steps (Primus prints a cumulative
 average on its first steps, e.g. 15 624 ms on step 2 of a run whose steps take 750 ms). Such steps
 of the first ``PROBE`` steps of an attempt count in no metric (``averaged_steps``); when they
-follow the warm-up they also extend it.
+follow the warm-up they also extend it. Only Primus records are probed (the parser hands clocks
+for them alone): Megatron-LM prints the average over the log interval, never a cumulative one.
 
 Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
 of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``).

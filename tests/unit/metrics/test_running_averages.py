@@ -89,7 +89,7 @@ def test_second_resolution_stamps_of_the_loguru_header_are_enough():
 
 def test_slow_steps_that_the_clock_confirms_stay_in_the_steady_metrics():
     times = [30000.0, 800.0, 800.0, 9000.0, 800.0, 800.0, 800.0, 800.0, 800.0, 800.0]  # step 4 really slow
-    text = "".join(line(s, 10, f"{t:.1f}", st) for s, t, st in zip(range(1, 11), times, stamps(times)))
+    text = "".join(line(s, 10, f"{t:.1f}", st, PRIMUS) for s, t, st in zip(range(1, 11), times, stamps(times)))
     parser = parse(text)
     assert parser.stats.describe()["averaged_steps"] == []
     assert parser.metrics()["training.elapsed_time_per_iteration"] == pytest.approx(statistics.mean(times[1:]))
@@ -112,16 +112,19 @@ def test_a_log_interval_above_one_compares_with_the_steps_between_lines():
     steps = [10, 20, 30, 40, 50]
     times = [3000.0, 800.0, 800.0, 800.0, 800.0]  # per-step average over each interval of 10
     marks = stamps([t * 10 for t in times])
-    text = "".join(line(s, 50, f"{t:.1f}", st) for s, t, st in zip(steps, times, marks))
+    text = "".join(line(s, 50, f"{t:.1f}", st, PRIMUS) for s, t, st in zip(steps, times, marks))
     assert parse(text).stats.describe()["averaged_steps"] == []
+
+
+PRIMUS = "[20261130 04:00:00][rank-7/8][DEBUG] [---------utils.py:425] : "  # the record's own stamp unused here
 
 
 def test_a_restarted_attempt_is_probed_again():
     first = [30000.0] + [800.0] * 29
     again = [30000.0, 15400.0, 800.0, 800.0, 800.0, 800.0, 800.0, 800.0, 800.0, 800.0]  # step 2 of the retry averaged
     real_again = [30000.0] + [800.0] * 9
-    text = "".join(line(s, 100, f"{t:.1f}", st) for s, t, st in zip(range(1, 31), first, stamps(first)))
-    text += "".join(line(s, 100, f"{t:.1f}", st) for s, t, st in
+    text = "".join(line(s, 100, f"{t:.1f}", st, PRIMUS) for s, t, st in zip(range(1, 31), first, stamps(first)))
+    text += "".join(line(s, 100, f"{t:.1f}", st, PRIMUS) for s, t, st in
                     zip(range(1, 11), again, stamps(real_again, start="2026-11-30 05:00:00")))
     parser = parse(text)
     used = parser.stats.describe()
@@ -143,3 +146,16 @@ def test_the_readme_states_the_warm_up_rule_the_code_applies():
     times = [2000.0] + [800.0] * 1549
     text = "".join(line(s, 15550, f"{t:.1f}") for s, t in zip(range(14001, 15551), times))
     assert parse(text).warmup_cutoff == 14155
+
+
+def test_megatron_lines_are_never_probed_only_primus_records_print_cumulative_averages():
+    """Megatron-LM prints the average over the log interval. A log whose stamps run slower than
+    its printed times (a time-compressed stand-in, a clock stepped back) keeps every step; the
+    same lines as Primus records are probed."""
+    times = [1600.0] * 20
+    compressed = stamps([t * 0.03 for t in times])  # stamps 48 ms apart, steps printed as 1600 ms
+    megatron = "".join(line(s, 20, f"{t:.1f}", st) for s, t, st in zip(range(1, 21), times, compressed))
+    assert parse(megatron).stats.describe()["averaged_steps"] == []
+    assert parse(megatron).metrics()["training.elapsed_time_per_iteration"] == pytest.approx(1600.0)
+    primus = "".join(line(s, 20, f"{t:.1f}", st, PRIMUS) for s, t, st in zip(range(1, 21), times, compressed))
+    assert parse(primus).stats.describe()["averaged_steps"] == list(range(2, 18))
