@@ -90,3 +90,17 @@ def assert_refused(res: Cli, *expected: str) -> None:
     assert TOKEN not in res.text
     for words in expected:
         assert words in res.text, (words, res.text[-3000:])
+
+
+def one_short_combo(megatron_root: Path) -> Callable[[dict], None]:
+    """A config edit: the first combo alone, 6 iterations, no smoke, on the given launcher tree."""
+    def edit(cfg: dict) -> None:
+        cfg["train_params"]["megatron_root"] = str(megatron_root)
+        cfg["train_params"]["training_iterations"] = "6"
+        cfg["smoke"]["enabled"] = False
+        cfg["loss_curve"]["milestone_steps"] = [3, 6]
+        cfg["sweep"]["runs"] = cfg["sweep"]["runs"][:1]
+        for body in cfg["sweep"]["combinations"].values():
+            body["training_iterations"] = "6"
+
+    return edit

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cvs_tasks.inputs import secret_lines
 from cvs_tasks.run.redact import MASK, RedactingWriter, Redactor
-from tests.hostile.hostile_helpers import REPO, TOKEN, assert_refused
+from tests.hostile.hostile_helpers import REPO, TOKEN, assert_refused, one_short_combo
 
 SIM_LAUNCHER = REPO / "testbed" / "trainer" / "workspace" / "Megatron-LM" / "examples" / "llama" / "train_llama3.sh"
 
@@ -75,14 +75,7 @@ def chatty_megatron(tmp_path) -> Path:
 def test_a_job_that_prints_its_token_leaves_it_in_no_run_file_console_or_node_script(sandbox, chatty_megatron):
     sandbox.token.write_text(f"{TOKEN}\n# a comment line must not switch masking off\n")
 
-    def edit(cfg):
-        cfg["train_params"]["megatron_root"] = str(chatty_megatron)
-        cfg["train_params"]["training_iterations"] = "6"
-        cfg["smoke"]["enabled"] = False
-        cfg["loss_curve"]["milestone_steps"] = [3, 6]
-        cfg["sweep"]["runs"] = cfg["sweep"]["runs"][:1]
-        for body in cfg["sweep"]["combinations"].values():
-            body["training_iterations"] = "6"
+    edit = one_short_combo(chatty_megatron)
 
     res = sandbox.cli("all", "--config", str(sandbox.config(edit)), "--cluster", str(REPO / "cluster" / "localhost.json"),
                       timeout=300)

@@ -20,7 +20,7 @@ from cvs_tasks.remote.testing import ScriptedHosts
 from cvs_tasks.run.redact import MASK, RedactingWriter, Redactor
 from cvs_tasks.run.records import NodeOutcome, StageRecord
 from cvs_tasks.run.rundir import RunDir
-from tests.hostile.hostile_helpers import LOCAL_CLUSTER, TOKEN
+from tests.hostile.hostile_helpers import LOCAL_CLUSTER, TOKEN, one_short_combo
 from tests.hostile.test_hostile_secrets import SIM_LAUNCHER
 
 KiB = 1024
@@ -153,14 +153,7 @@ def dumping_megatron(tmp_path) -> Path:
 
 
 def test_a_token_in_the_arguments_dump_and_a_long_line_reaches_no_file_of_the_run(sandbox, dumping_megatron):
-    def edit(cfg):
-        cfg["train_params"]["megatron_root"] = str(dumping_megatron)
-        cfg["train_params"]["training_iterations"] = "6"
-        cfg["smoke"]["enabled"] = False
-        cfg["loss_curve"]["milestone_steps"] = [3, 6]
-        cfg["sweep"]["runs"] = cfg["sweep"]["runs"][:1]
-        for body in cfg["sweep"]["combinations"].values():
-            body["training_iterations"] = "6"
+    edit = one_short_combo(dumping_megatron)
 
     res = sandbox.cli("all", "--config", str(sandbox.config(edit)), "--cluster", str(LOCAL_CLUSTER), timeout=300)
     assert "Traceback" not in res.text, res.text[-3000:]
