@@ -12,7 +12,6 @@ import time
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
-from cvs_tasks.remote.follow import Follow, FollowTarget
 from cvs_tasks.remote.results import Node, NodeResult, RawResult, ReadResult, node_error, to_node_result
 from cvs_tasks.remote.retry import Attempt, RetryPolicy
 from cvs_tasks.remote.shellcmd import parse_read_output, put_command, read_command
@@ -55,11 +54,6 @@ class Hosts(ABC):
 
     def close(self) -> None:
         """Release connections; safe to call twice."""
-
-    def follow(self, targets: Sequence[FollowTarget]) -> Follow:
-        """One long-lived follower per node for a job's logs (``remote.follow``): ``targets[i]`` on
-        node i. Each transport provides its own; this base has no way to follow."""
-        raise NotImplementedError(f"{type(self).__name__} does not follow logs")
 
     # --- the contract ---------------------------------------------------------------------
     def run(self, command: str | Sequence[str], *, timeout: float,
