@@ -21,8 +21,8 @@ thin ``Hosts`` wrapper; every command is otherwise exactly what the stage sends.
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import tempfile
 import uuid
 from pathlib import Path

@@ -6,7 +6,12 @@ Everything a user writes is checked here, and every problem is reported at once 
 
 from cvs_tasks.config.cluster import Cluster, HostSpec, load_cluster, parse_cluster
 from cvs_tasks.config.describe import (
-    describe_suite, distributed_warnings, effective_config, guess_suite_kind, local_file_warnings, shown_config,
+    describe_suite,
+    distributed_warnings,
+    effective_config,
+    guess_suite_kind,
+    local_file_warnings,
+    shown_config,
 )
 from cvs_tasks.config.errors import ConfigError, Problem
 from cvs_tasks.config.load import Suite, load_suite, merge_under

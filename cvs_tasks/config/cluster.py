@@ -16,7 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from cvs_tasks.config.errors import ConfigError, Problem, is_under, join_path
 from cvs_tasks.config.files import read_object
 from cvs_tasks.config.placeholders import (
-    USER_ID, changeme_hint, find_changeme, local_user, strip_comments, substitute_user,
+    USER_ID,
+    changeme_hint,
+    find_changeme,
+    local_user,
+    strip_comments,
+    substitute_user,
 )
 from cvs_tasks.config.scheduler import SchedulerSpec
 from cvs_tasks.config.validation import validate_model

@@ -15,20 +15,37 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cvs_tasks.config.cluster import Cluster, resolved_username
-from cvs_tasks.config.errors import ConfigError, Problem, is_under, did_you_mean, join_path
+from cvs_tasks.config.errors import ConfigError, Problem, did_you_mean, is_under, join_path
 from cvs_tasks.config.files import read_object
 from cvs_tasks.config.models import SuiteConfig
-from cvs_tasks.config.thresholds import REPO_ROOT
 from cvs_tasks.config.placeholders import (
-    CHANGEME, ExpansionTooLong, changeme_hint, exempt_checkpoint, find_changeme, local_user, strip_comments,
-    substitute_cvs_root, substitute_paths, substitute_user, unknown_path_placeholders, run_id_problems,
+    CHANGEME,
+    ExpansionTooLong,
+    changeme_hint,
+    exempt_checkpoint,
+    find_changeme,
+    local_user,
+    run_id_problems,
+    strip_comments,
+    substitute_cvs_root,
+    substitute_paths,
+    substitute_user,
+    unknown_path_placeholders,
 )
 from cvs_tasks.config.rules import (
-    checkpoint_problems, container_problems, env_problems, is_primus, reject_old_formats,
+    checkpoint_problems,
+    container_problems,
+    env_problems,
+    is_primus,
+    reject_old_formats,
 )
 from cvs_tasks.config.sweep import DEFAULT_COMBO, Combo, build_combos, cell_coverage
 from cvs_tasks.config.thresholds import (
-    ThresholdSpec, find_threshold_file, load_threshold_file, threshold_candidates,
+    REPO_ROOT,
+    ThresholdSpec,
+    find_threshold_file,
+    load_threshold_file,
+    threshold_candidates,
 )
 from cvs_tasks.config.validation import validate_model
 

@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cvs_tasks.config.errors import Problem, did_you_mean, join_path
-from cvs_tasks.config.models import Number
 from cvs_tasks.config.files import read_object
+from cvs_tasks.config.models import Number
 from cvs_tasks.config.placeholders import strip_comments
 from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
 from cvs_tasks.config.validation import validate_model

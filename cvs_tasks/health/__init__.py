@@ -7,8 +7,13 @@ a node lives in `cvs_tasks.remote.health`.
 """
 
 from cvs_tasks.health.counters import (
-    ERROR_COUNTER_PATTERN, CounterGrowth, CounterKey, diff_counters, is_error_counter,
-    parse_rdma_statistic, parse_sysfs_counters,
+    ERROR_COUNTER_PATTERN,
+    CounterGrowth,
+    CounterKey,
+    diff_counters,
+    is_error_counter,
+    parse_rdma_statistic,
+    parse_sysfs_counters,
 )
 from cvs_tasks.health.kernel import KERNEL_RULES, KernelFinding, KernelRule, classify_line, scan_kernel_lines
 from cvs_tasks.health.snapshot import Snapshot, parse_snapshot

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from cvs_tasks.identifiers import identifier_problem
 from cvs_tasks.jobs.megatron import build_megatron_launch
 from cvs_tasks.jobs.primus import build_primus_launch
 from cvs_tasks.jobs.shell import comment
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
-from cvs_tasks.identifiers import identifier_problem
 
 
 def build_launch(job: JobSpec, *, primus_yaml: str | None = None) -> LaunchPlan:

@@ -15,15 +15,19 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from cvs_tasks.run.redact import RedactingWriter, Redactor
-from cvs_tasks.run.sandbox import open_for_write
 from cvs_tasks.errors import InfraError
+from cvs_tasks.jobs.watch_state import (  # noqa: F401 - re-exported: callers import them from here
+    ConfigCheckFn,
+    NodeState,
+    WatchOutcome,
+    WatchSettings,
+    WatchTarget,
+)
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.metrics.signatures import CAUSE_RANK
 from cvs_tasks.run.events import NodeProgress
-from cvs_tasks.jobs.watch_state import (  # noqa: F401 - re-exported: callers import them from here
-    ConfigCheckFn, NodeState, WatchOutcome, WatchSettings, WatchTarget,
-)
+from cvs_tasks.run.redact import RedactingWriter, Redactor
+from cvs_tasks.run.sandbox import open_for_write
 
 Clock = Callable[[], float]
 

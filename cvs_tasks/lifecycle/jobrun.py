@@ -16,15 +16,15 @@ from cvs_tasks.jobs import cleanup, nic, primus
 from cvs_tasks.jobs.launch import build_launch, render_dry_run
 from cvs_tasks.jobs.shell import q
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
-from cvs_tasks.jobs.watch import WatchOutcome, Watcher, WatchTarget
+from cvs_tasks.jobs.watch import Watcher, WatchOutcome, WatchTarget
 from cvs_tasks.lifecycle import health
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
-from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
+from cvs_tasks.metrics import LogParser
+from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.remote.health import take_snapshots
 from cvs_tasks.remote.slurm import SlurmHosts
-from cvs_tasks.metrics import LogParser
 from cvs_tasks.verify import ConfigCheck, asked_from_job, check_effective, effective_from_arguments
 
 

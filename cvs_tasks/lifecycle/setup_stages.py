@@ -8,8 +8,8 @@ from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
 from cvs_tasks.lifecycle.allocation import release
 from cvs_tasks.lifecycle.jobspec import job_spec
-from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.lifecycle.session import Session
+from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.run import NodeOutcome, StageRecord
 
 TOKEN_NAME = "hf_token"

@@ -6,9 +6,10 @@ import dataclasses
 import math
 
 from cvs_tasks import metrics as m
+from cvs_tasks.config.placeholders import fill_run_id
+from cvs_tasks.history.entry import args_hash
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.jobs import primus
-from cvs_tasks.config.placeholders import fill_run_id
 from cvs_tasks.jobs.spec import JobSetupError
 from cvs_tasks.judge.checkpoint import checkpoint_continuity
 from cvs_tasks.judge.convergence import judge_convergence
@@ -17,11 +18,10 @@ from cvs_tasks.judge.scaling import scaling_efficiency
 from cvs_tasks.lifecycle.health import apply_health
 from cvs_tasks.lifecycle.jobrun import JobResult, primus_experiment, run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
-from cvs_tasks.history.entry import args_hash
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
-from cvs_tasks.verify.record import effective_record
 from cvs_tasks.run.records import StepRow
+from cvs_tasks.verify.record import effective_record
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:

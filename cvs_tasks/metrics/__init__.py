@@ -11,7 +11,12 @@ from cvs_tasks.metrics.iteration import Iteration
 from cvs_tasks.metrics.logfile import parse_file
 from cvs_tasks.metrics.parser import LogParser
 from cvs_tasks.metrics.signatures import (
-    SIGNATURES, ErrorHit, Signature, root_cause, scan_lines, scan_text,
+    SIGNATURES,
+    ErrorHit,
+    Signature,
+    root_cause,
+    scan_lines,
+    scan_text,
 )
 
 __all__ = [

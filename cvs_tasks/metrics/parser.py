@@ -30,7 +30,7 @@ from cvs_tasks.metrics.fieldchecks import FieldChecks
 from cvs_tasks.metrics.iteration import Iteration, prefix_clock, prefix_stamp
 from cvs_tasks.metrics.runstats import RunStats
 from cvs_tasks.metrics.signatures import ANCHORS as SIGNATURE_ANCHORS
-from cvs_tasks.metrics.signatures import ANSI_RE, MAX_TEXT, ITERATION_SIGNATURES, ErrorHit, Scanner, clean
+from cvs_tasks.metrics.signatures import ANSI_RE, ITERATION_SIGNATURES, MAX_TEXT, ErrorHit, Scanner, clean
 from cvs_tasks.metrics.summary import ParserViews
 
 DIALECTS = ("auto", "megatron", "primus")

@@ -3,8 +3,7 @@
 from cvs_tasks.remote.check import CheckItem, NodeCheck, check_nodes, format_check_table
 from cvs_tasks.remote.connect import connect, nodes_of
 from cvs_tasks.remote.container import DockerRuntime, DockerTimeouts, HostRuntime, Runtime, runtime_for
-from cvs_tasks.remote.docker_cmd import (LABEL_NAME, LABEL_OWNER, LABEL_RUN_ID, ContainerSpec,
-                                         container_spec)
+from cvs_tasks.remote.docker_cmd import LABEL_NAME, LABEL_OWNER, LABEL_RUN_ID, ContainerSpec, container_spec
 from cvs_tasks.remote.hostkeys import TrustOutcome, known_hosts_path, trust
 from cvs_tasks.remote.hosts import CompositeHosts, Hosts
 from cvs_tasks.remote.leftovers import Leftover, LeftoverScan, find_leftovers, remove_leftovers

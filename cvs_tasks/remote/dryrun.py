@@ -18,7 +18,6 @@ from cvs_tasks.remote.docker_cmd import STATE_FORMAT
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, NodeResult, RawResult, ReadResult
 
-
 ASSUMED = "# assumed (resolved on the node at run time): "
 
 

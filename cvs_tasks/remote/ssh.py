@@ -27,8 +27,16 @@ from fabric.exceptions import GroupException
 from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 
-from cvs_tasks.remote.hostkeys import (RevokedHostKey, StrictHostKeyPolicy, UnknownHostKey, describe_changed_key,
-                                       describe_revoked_key, describe_unknown_key, host_key_name, pin_host_keys)
+from cvs_tasks.remote.hostkeys import (
+    RevokedHostKey,
+    StrictHostKeyPolicy,
+    UnknownHostKey,
+    describe_changed_key,
+    describe_revoked_key,
+    describe_unknown_key,
+    host_key_name,
+    pin_host_keys,
+)
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call

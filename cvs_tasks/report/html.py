@@ -14,13 +14,7 @@ from typing import Any, Mapping, Sequence
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from cvs_tasks.verify.record import effective_facts
 from cvs_tasks.report import svg
-from cvs_tasks.report.health import health_rows
-from cvs_tasks.report.nodes import nodes_view
-from cvs_tasks.report.sparkline import sparkline
-from cvs_tasks.run.records import StepRow
-from cvs_tasks.run.sandbox import href
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -32,6 +26,12 @@ from cvs_tasks.report.formatting import (
     plural,
     short_metric,
 )
+from cvs_tasks.report.health import health_rows
+from cvs_tasks.report.nodes import nodes_view
+from cvs_tasks.report.sparkline import sparkline
+from cvs_tasks.run.records import StepRow
+from cvs_tasks.run.sandbox import href
+from cvs_tasks.verify.record import effective_facts
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 LOSS_COLOUR = "#1565c0"

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cvs_tasks.errors import BadInput
-
 from cvs_tasks.report.first_failure import first_failure
 from cvs_tasks.run.records import StageRecord, test_name
-from cvs_tasks.run.stages import per_combo_ids, stage_ids
 from cvs_tasks.run.rundir import RunDir, load_record_file
 from cvs_tasks.run.sandbox import inside, relative_problem
+from cvs_tasks.run.stages import per_combo_ids, stage_ids
 
 NOT_RUN = "NOT-RUN"
 TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED", NOT_RUN)

@@ -23,9 +23,8 @@ def namespace() -> Collection:
         testbed,
         thresholds,
     )
-    from cvs_tasks.tasks.stages import stage_collections
-
     from cvs_tasks.tasks._common import INVOKE_DEFAULTS
+    from cvs_tasks.tasks.stages import stage_collections
 
     ns = Collection()
     ns.configure(INVOKE_DEFAULTS)  # `cvs:` keys invoke.yaml / INVOKE_CVS_* may set

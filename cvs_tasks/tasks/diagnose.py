@@ -15,8 +15,8 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
     """Smoke-test every node alone, in parallel; name outliers (failure, or step time/throughput off the median)."""
     from cvs_tasks.lifecycle.diagnose import run_diagnose
     from cvs_tasks.lifecycle.flow import close_sessions, session_for
-    from cvs_tasks.report.console import print_summary
     from cvs_tasks.report import build_results
+    from cvs_tasks.report.console import print_summary
 
     with user_errors():
         events = listener()

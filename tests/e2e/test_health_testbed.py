@@ -13,8 +13,15 @@ import shutil
 
 import pytest
 
-from tests.reliability.helpers import (assert_nothing_left, assert_run_dir_readable, invoke, no_traceback,
-                                       precision_of, scenario_for, set_fault)
+from tests.reliability.helpers import (
+    assert_nothing_left,
+    assert_run_dir_readable,
+    invoke,
+    no_traceback,
+    precision_of,
+    scenario_for,
+    set_fault,
+)
 
 pytestmark = [pytest.mark.testbed, pytest.mark.e2e]
 

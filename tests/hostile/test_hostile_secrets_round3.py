@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from cvs_tasks.jobs.watch import Watcher, WatchSettings, WatchTarget
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote.testing import ScriptedHosts
-from cvs_tasks.run.redact import MASK, RedactingWriter, Redactor
 from cvs_tasks.run.records import NodeOutcome, StageRecord
+from cvs_tasks.run.redact import MASK, RedactingWriter, Redactor
 from cvs_tasks.run.rundir import RunDir
 from tests.hostile.hostile_helpers import LOCAL_CLUSTER, TOKEN, one_short_combo
 from tests.hostile.test_hostile_secrets import SIM_LAUNCHER

@@ -199,10 +199,8 @@ def test_log_commands_json_escapes_the_same_text(sandbox):
 
 def test_cluster_check_prints_node_details_as_text(monkeypatch, capsys):
     from cvs_tasks import remote
-    from cvs_tasks.remote.check import CheckItem, NodeCheck
+    from cvs_tasks.remote.check import CHECKS, CheckItem, NodeCheck
     from cvs_tasks.tasks import cluster as cluster_tasks
-
-    from cvs_tasks.remote.check import CHECKS
 
     items = tuple(CheckItem(name, False if name == "docker" else True, HOSTILE if name == "docker" else "ok")
                   for name in CHECKS)

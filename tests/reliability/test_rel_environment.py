@@ -11,9 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import (STOP_CHECK_S, RunningInvoke, assert_nothing_left, assert_run_dir_readable,
-                                       detection_bound, invoke, kept_first_combo, no_traceback, note_detection,
-                                       read_json, scenario_for)
+from tests.reliability.helpers import (
+    STOP_CHECK_S,
+    RunningInvoke,
+    assert_nothing_left,
+    assert_run_dir_readable,
+    detection_bound,
+    invoke,
+    kept_first_combo,
+    no_traceback,
+    note_detection,
+    read_json,
+    scenario_for,
+)
 from tests.reliability.test_rel_interrupts import long_second_combo, mid_second_combo
 
 pytestmark = [pytest.mark.testbed]

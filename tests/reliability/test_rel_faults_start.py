@@ -15,8 +15,15 @@ from pathlib import Path
 import pytest
 
 from testbed import daemons, procs
-from tests.reliability.helpers import (assert_nothing_left, assert_run_dir_readable, detection_bound, invoke,
-                                       no_traceback, note_detection, scenario_for)
+from tests.reliability.helpers import (
+    assert_nothing_left,
+    assert_run_dir_readable,
+    detection_bound,
+    invoke,
+    no_traceback,
+    note_detection,
+    scenario_for,
+)
 
 pytestmark = [pytest.mark.testbed]
 

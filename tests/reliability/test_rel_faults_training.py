@@ -19,10 +19,21 @@ import re
 import pytest
 
 from cvs_tasks.run import combo_dir
-
-from tests.reliability.helpers import (CONFIGS, STOP_CHECK_S, assert_nothing_left, assert_run_dir_readable,
-                                       detection_bound, invoke, kept_first_combo, no_traceback, note_detection,
-                                       precision_of, scenario_for, set_fault, spy)
+from tests.reliability.helpers import (
+    CONFIGS,
+    STOP_CHECK_S,
+    assert_nothing_left,
+    assert_run_dir_readable,
+    detection_bound,
+    invoke,
+    kept_first_combo,
+    no_traceback,
+    note_detection,
+    precision_of,
+    scenario_for,
+    set_fault,
+    spy,
+)
 
 pytestmark = [pytest.mark.testbed]
 

@@ -13,9 +13,20 @@ import pytest
 
 from cvs_tasks.run import combo_dir
 from testbed import docker_api
-from tests.reliability.helpers import (RunningInvoke, assert_nothing_left, assert_run_dir_readable, invoke,
-                                       kept_first_combo, marked_processes, no_traceback, note_detection, read_json,
-                                       scenario_for, spy, containers_of)
+from tests.reliability.helpers import (
+    RunningInvoke,
+    assert_nothing_left,
+    assert_run_dir_readable,
+    containers_of,
+    invoke,
+    kept_first_combo,
+    marked_processes,
+    no_traceback,
+    note_detection,
+    read_json,
+    scenario_for,
+    spy,
+)
 
 pytestmark = [pytest.mark.testbed]
 

@@ -14,8 +14,15 @@ from pathlib import Path
 import pytest
 
 from cvs_tasks.jobs.nodedir import RunMarker, create_folder_command
-from cvs_tasks.lifecycle.leftovers import (HostJob, host_jobs_command, owner_name, parse_host_jobs,
-                                           scan_leftovers, stop_host_jobs_command, stop_run_host_jobs)
+from cvs_tasks.lifecycle.leftovers import (
+    HostJob,
+    host_jobs_command,
+    owner_name,
+    parse_host_jobs,
+    scan_leftovers,
+    stop_host_jobs_command,
+    stop_run_host_jobs,
+)
 from cvs_tasks.remote import LocalHosts, Node
 from tests.e2e.conftest import edited_config
 from tests.reliability.helpers import CONFIGS, REPO, RunningInvoke, invoke, marked_processes, wait_until

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from remote_sshd import FakeCluster, FakeHost, Sshd, SshdFactory, keygen
 
 

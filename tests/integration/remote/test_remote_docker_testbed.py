@@ -11,8 +11,7 @@ import uuid
 import pytest
 
 from cvs_tasks.config import load_cluster
-from cvs_tasks.remote import (RetryPolicy, check_nodes, connect, find_leftovers, remove_leftovers,
-                              runtime_for)
+from cvs_tasks.remote import RetryPolicy, check_nodes, connect, find_leftovers, remove_leftovers, runtime_for
 
 pytestmark = pytest.mark.testbed
 

@@ -6,8 +6,9 @@ import socket
 import time
 from pathlib import Path
 
-from cvs_tasks.remote import NO_RETRY, Node, RetryPolicy, SshHosts, connect, trust
 from remote_sshd import FakeHost
+
+from cvs_tasks.remote import NO_RETRY, Node, RetryPolicy, SshHosts, connect, trust
 
 
 def test_run_returns_output_and_exit_status_per_node(sshd, make_cluster, trusted):

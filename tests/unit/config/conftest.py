@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-
 from config_helpers import minimal_config, minimal_thresholds, write_json
 
 

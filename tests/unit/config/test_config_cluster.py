@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from config_helpers import write_json
+
 from cvs_tasks.config import ConfigError, HostSpec, load_cluster
 
 REPO = Path(__file__).resolve().parents[3]

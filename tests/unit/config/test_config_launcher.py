@@ -10,8 +10,8 @@ import json
 import re
 
 import pytest
-
 from config_helpers import FP8, minimal_config, minimal_thresholds
+
 from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.readiness import check_launcher

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from config_helpers import BF16, FP8, minimal_config, minimal_thresholds
 from invoke import Context
 from invoke.exceptions import Exit
 
-from config_helpers import BF16, FP8, minimal_config, minimal_thresholds
 from cvs_tasks.config import load_suite
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.layout import Layout, check_layout, combo_layout, layout_problems, smoke_global_batch

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from config_helpers import BF16, FIXTURES, FP8, minimal_config, minimal_thresholds, write_json
+
 from cvs_tasks.config import Cluster, ConfigError, HostSpec, load_suite
-from cvs_tasks.errors import BadInput, EXIT_BAD_INPUT
+from cvs_tasks.errors import EXIT_BAD_INPUT, BadInput
 
 
 def problems_of(path: Path, cluster: Cluster | None = None) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from config_helpers import minimal_config
+
 from cvs_tasks.config import ConfigError, config_schema, effective_config, load_suite, redact
 from cvs_tasks.config.errors import join_path, loc_to_path
 from cvs_tasks.config.placeholders import exempt_checkpoint, local_user, strip_comments, substitute_paths

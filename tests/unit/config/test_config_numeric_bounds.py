@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-
 from config_helpers import FP8, minimal_config, minimal_thresholds
+
 from cvs_tasks.config import ConfigError, ThresholdSpec, load_suite
 
 

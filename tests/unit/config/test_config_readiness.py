@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from config_helpers import minimal_config
+
 from cvs_tasks.config import ConfigError, load_suite, parse_cluster
 from cvs_tasks.config.readiness import distributed_problems, gated_tokenizer_problems, is_gated
 from cvs_tasks.plan import check_plan_ready, make_plan

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from config_helpers import write_json
+
 from cvs_tasks.config import ConfigError, load_cluster
 
 

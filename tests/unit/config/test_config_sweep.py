@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from config_helpers import BF16, FP8, minimal_config
-from cvs_tasks.config import ConfigError, TRAIN_PARAM_DEFAULTS, combo_key, load_suite, parse_combo_key
+
+from cvs_tasks.config import TRAIN_PARAM_DEFAULTS, ConfigError, combo_key, load_suite, parse_combo_key
 from cvs_tasks.config.sweep import build_combos
 
 BASE = {"model_name": "llama3.1_8B", "training_iterations": "5", "tensor_parallelism": "2"}

@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from config_helpers import minimal_config
 from invoke import Context
 from invoke.exceptions import Exit
 
-from config_helpers import minimal_config
 from cvs_tasks.tasks import config as config_tasks
 
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from config_helpers import CHANGEME, fill_template, write_json
+
 from cvs_tasks.config import ConfigError, copy_template, find_changeme, list_templates, load_suite
 from cvs_tasks.errors import BadInput
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from config_helpers import FIXTURES, FP8, minimal_thresholds, write_json
+
 from cvs_tasks.config import ConfigError, ThresholdSpec, load_threshold_file
 from cvs_tasks.config.thresholds import expected_threshold_name, find_threshold_file
 

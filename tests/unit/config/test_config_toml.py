@@ -7,12 +7,18 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from config_helpers import FP8, fill_template, minimal_config, minimal_thresholds, write_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config_helpers import FP8, fill_template, minimal_config, minimal_thresholds, write_json
 from cvs_tasks.config import (
-    ConfigError, copy_template, list_templates, load_cluster, load_suite, load_threshold_file, parse_cluster,
+    ConfigError,
+    copy_template,
+    list_templates,
+    load_cluster,
+    load_suite,
+    load_threshold_file,
+    parse_cluster,
     template_toml,
 )
 from cvs_tasks.config.annotate import annotated_toml

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from config_helpers import fill_template, minimal_config, write_json
+
 from cvs_tasks.config import ConfigError, load_suite, shown_config
 from cvs_tasks.config.container_defaults import CONTAINER_DEFAULTS, DEFAULT_IDS, describe_defaults, merge_defaults
 from cvs_tasks.remote import docker_cmd as dc

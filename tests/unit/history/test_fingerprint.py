@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from cvs_tasks.remote import LocalHosts, Node
-from cvs_tasks.remote.check import framed, parse_probe, with_drift, NodeCheck, CheckItem
+from cvs_tasks.remote.check import CheckItem, NodeCheck, framed, parse_probe, with_drift
 from cvs_tasks.remote.fingerprint import collect_fingerprints, drift, fingerprint_probes, parse_fingerprint
 
 TOOLS = Path(__file__).resolve().parents[3] / "testbed" / "trainer" / "workspace" / "bin"

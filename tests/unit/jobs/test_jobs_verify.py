@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from jobs_factory import make_job, with_params
+
 from cvs_tasks.verify import EffectiveConfig, asked_from_job, check_effective, effective_from_arguments
 from cvs_tasks.verify.record import effective_of, effective_record, mismatches_of
 

@@ -10,8 +10,7 @@ import pytest
 from cvs_tasks.lifecycle.flow import body_of, run_all
 from cvs_tasks.lifecycle.session import RunRequest, open_session
 from cvs_tasks.report.results import expected_keys
-from cvs_tasks.run import StageRecord
-from cvs_tasks.run import stages
+from cvs_tasks.run import StageRecord, stages
 from cvs_tasks.run.events import StageEvent
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -2,7 +2,6 @@ from pathlib import Path
 
 import pytest
 
-
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 
 

@@ -9,10 +9,10 @@ import statistics
 from datetime import datetime, timedelta
 
 import pytest
+from invoke import Program
 
 from cvs_tasks.metrics import LogParser, parse_file
 from cvs_tasks.tasks.logs import ns
-from invoke import Program
 
 
 def real_ms(step):

@@ -10,9 +10,17 @@ from invoke import Context
 from invoke.exceptions import Exit
 
 from cvs_tasks.remote import LocalHosts, Node
-from cvs_tasks.remote.check import (PROBE_MARK, CheckItem, NodeCheck, check_nodes, disk_command,
-                                    format_check_table, parse_df_available_kib, parse_probe,
-                                    probe_command)
+from cvs_tasks.remote.check import (
+    PROBE_MARK,
+    CheckItem,
+    NodeCheck,
+    check_nodes,
+    disk_command,
+    format_check_table,
+    parse_df_available_kib,
+    parse_probe,
+    probe_command,
+)
 from cvs_tasks.remote.testing import ScriptedHosts
 from cvs_tasks.tasks import cluster as cluster_tasks
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cvs_tasks.remote.shellcmd import (incomplete_utf8_tail, parse_read_output, put_command,
-                                       read_command)
+from cvs_tasks.remote.shellcmd import incomplete_utf8_tail, parse_read_output, put_command, read_command
 
 
 def test_put_command_writes_a_private_temp_file_then_renames():

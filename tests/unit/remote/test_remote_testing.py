@@ -7,8 +7,8 @@ import re
 import pytest
 
 from cvs_tasks.remote import RetryPolicy
-from cvs_tasks.remote.testing import ScriptedHosts, UnexpectedCommand, answer, put_target
 from cvs_tasks.remote.shellcmd import put_command
+from cvs_tasks.remote.testing import ScriptedHosts, UnexpectedCommand, answer, put_target
 
 
 def test_answers_per_node_through_the_real_decoding():

@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from simrun import PRIMUS_ROOT, megatron_cmd, primus_cmd, run_sim, sim_env
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from simrun import WORKSPACE, megatron_cmd, run_sim, sim_env
 
 LLAMA_8B_FLOPS_PER_TOKEN = 51.4704e9     # current Megatron formula, seq 8192 (log_formats §5.1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from simrun import ANSI, PRIMUS_ROOT, primus_cmd, run_sim, sim_env
 
 CONFIG_8B = "examples/megatron/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 
 import pytest
-
 from simrun import PRIMUS_ROOT, primus_cmd, run_sim, sim_env
 
 from cvs_tasks.jobs.primus import train_arguments

@@ -7,7 +7,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from simrun import PRIMUS_ROOT, megatron_cmd, primus_cmd, run_sim, sim_env
 
 ROOT = Path(__file__).resolve().parents[3]

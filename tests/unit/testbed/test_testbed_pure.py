@@ -5,7 +5,6 @@ import shutil
 import sys
 
 import pytest
-
 from simrun import WORKSPACE
 
 sys.path.insert(0, str(WORKSPACE))

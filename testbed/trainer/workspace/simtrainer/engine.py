@@ -13,8 +13,8 @@ import time
 
 from . import checkpoint as ckpt
 from . import faults as ft
-from . import node_sys as ns
 from . import megatron_text as mt
+from . import node_sys as ns
 from . import primus_text as pt
 from . import schedule as sch
 from .models import flops_per_token

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .faults import FaultPlan, parse_faults
-from .node_facts import node_fault
 from .models import ModelSpec
+from .node_facts import node_fault
 
 
 @dataclass
