@@ -71,7 +71,8 @@ def control_characters(text: str) -> list[str]:
     """Control and format characters in ``text``, as escapes (``\\n``, ``\\x1b``, ``\\u202e``)."""
     found: list[str] = []
     for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") and (esc := ch.encode("unicode_escape").decode("ascii")) not in found:
+        if (unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+                and (esc := ch.encode("unicode_escape").decode("ascii")) not in found):
             found.append(esc)
     return found
 

@@ -71,7 +71,8 @@ class _ClusterFile(BaseModel):
     priv_key_file: str | None = Field(None, description="Private key for SSH (password login is not supported).")
     node_dict: Any = Field(None, description="host -> settings, or a list of {mgmt_ip: host} / host strings.")
     scheduler: SchedulerSpec | None = Field(None, description="Nodes from a Slurm allocation instead of SSH.")
-    known_hosts: str | None = Field(None, description="known_hosts file with the nodes' host keys (default ~/.ssh/known_hosts).")
+    known_hosts: str | None = Field(None, description="known_hosts file with the nodes' host keys "
+                                                      "(default ~/.ssh/known_hosts).")
     container: dict[str, Any] = Field(default_factory=dict, description="Container defaults merged under every "
                                                                         "suite config's container block.")
     password: Any = Field(None, description="Not supported: leave it unset (null in JSON); SSH uses priv_key_file.")

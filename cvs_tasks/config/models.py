@@ -70,9 +70,13 @@ class RuntimeArgs(Block):
     ipc: str = Field("host", description="docker --ipc; host IPC lets ranks share memory across processes.")
     privileged: bool = Field(True, description="docker --privileged; gives the container the GPU and RDMA devices.")
     volumes: list[str] = Field(default_factory=list, description='Bind mounts, "host:container[:ro]".')
-    devices: list[str] = Field(default_factory=list, description="Devices passed in, e.g. /dev/kfd, /dev/dri, /dev/infiniband/rdma_cm.")
+    devices: list[str] = Field(
+        default_factory=list, description="Devices passed in, e.g. /dev/kfd, /dev/dri, /dev/infiniband/rdma_cm."
+    )
     cap_add: list[str] = Field(default_factory=list, description="Extra Linux capabilities (docker --cap-add).")
-    security_opt: list[str] = Field(default_factory=list, description="docker --security-opt values, e.g. seccomp=unconfined.")
+    security_opt: list[str] = Field(
+        default_factory=list, description="docker --security-opt values, e.g. seccomp=unconfined."
+    )
     group_add: list[str] = Field(default_factory=list, description="Extra groups for the container user, e.g. video.")
     ulimit: list[str] = Field(default_factory=list, description='e.g. "nofile=1048576:1048576".')
     shm_size: str | None = Field(None, description="docker --shm-size, e.g. 64G; unset keeps Docker's default.")
@@ -120,7 +124,9 @@ class Smoke(Block):
     enabled: bool = Field(True, description="Run a short smoke job before the sweep.")
     iters: int = Field(10, ge=1, description="Iterations of the smoke job.")
     micro_batch_size: NumText = Field("1", description="MBS of the smoke job.")
-    global_batch_size: NumText = Field("", description="Empty: MBS x data-parallel size of the cluster (8 on one 8-GPU node, 16 on two).")
+    global_batch_size: NumText = Field(
+        "", description="Empty: MBS x data-parallel size of the cluster (8 on one 8-GPU node, 16 on two)."
+    )
     precision: str = Field("BF16", description="Precision of the smoke job: FP8, BF16, FP16, MXFP8 or MXFP4.")
 
     @field_validator("micro_batch_size", "global_batch_size")
@@ -160,7 +166,9 @@ class LossCurve(Block):
 
 class Convergence(Block):
     target_metric: Literal["auto", "train_loss", "eval_loss"] = Field(
-        "auto", description="Loss judged: auto is the eval (validation) loss when the run evaluates, else the training loss.")
+        "auto",
+        description="Loss judged: auto is the eval (validation) loss when the run evaluates, else the training loss.",
+    )
     target_value: Number = Field(0.0, ge=0, description="Loss to reach; 0 disables.")
 
 
@@ -201,7 +209,9 @@ class History(Block):
 class Diagnose(Block):
     auto: bool = Field(False, description="After a distributed combo fails or misses a throughput/scaling gate, "
                                           "run the smoke cell on every node on its own to find the bad node.")
-    tolerance_pct: float = Field(10.0, gt=0, description="A node slower than the median by more than this is an outlier.")
+    tolerance_pct: float = Field(
+        10.0, gt=0, description="A node slower than the median by more than this is an outlier."
+    )
 
 
 class SuiteConfig(Block):
@@ -209,15 +219,23 @@ class SuiteConfig(Block):
 
     gpu_name: str = Field(description="MI300X, MI325X or MI355X.")
     gpus_per_node: int = Field(8, ge=1, description="GPUs each node trains on.")
-    enforce_thresholds: bool = Field(True, description="Gate metrics on the threshold file; false records every metric only.")
+    enforce_thresholds: bool = Field(
+        True, description="Gate metrics on the threshold file; false records every metric only."
+    )
     threshold_json: str = Field("", description="Threshold file; relative to this file, then the repo's thresholds/.")
-    verify_network_errors: bool = Field(False, description="Fail a combo whose RDMA error counters grew during training.")
+    verify_network_errors: bool = Field(
+        False, description="Fail a combo whose RDMA error counters grew during training."
+    )
     paths: Paths = Field(description="Files and folders on the head node and the nodes.")
     container: Container = Field(description="The container every job runs in.")
     train_params: dict[str, Any] = Field(description="Free-form training parameters; model_name is required.")
-    smoke: Smoke = Field(default_factory=Smoke, description="A short job before the sweep that proves the set-up works.")
+    smoke: Smoke = Field(
+        default_factory=Smoke, description="A short job before the sweep that proves the set-up works."
+    )
     checkpoint: Checkpoint = Field(default_factory=Checkpoint, description="Primus checkpoint save and resume test.")
-    loss_curve: LossCurve = Field(default_factory=LossCurve, description="Loss trend gate: a least-squares slope over sampled steps.")
+    loss_curve: LossCurve = Field(
+        default_factory=LossCurve, description="Loss trend gate: a least-squares slope over sampled steps."
+    )
     convergence: Convergence = Field(default_factory=Convergence, description="Final loss judged against a target.")
     scaling_baseline: ScalingBaseline = Field(default_factory=ScalingBaseline,
                                               description="Reference throughput for multi-node scaling efficiency.")
@@ -225,7 +243,9 @@ class SuiteConfig(Block):
     watch: Watch = Field(default_factory=Watch, description="How the training logs are watched.")
     gpu: Gpu = Field(default_factory=Gpu, description="Commands that check the GPUs on a node.")
     history: History = Field(default_factory=History, description="The run history database.")
-    diagnose: Diagnose = Field(default_factory=Diagnose, description="Finding the bad node of a failed distributed run.")
+    diagnose: Diagnose = Field(
+        default_factory=Diagnose, description="Finding the bad node of a failed distributed run."
+    )
 
     @field_validator("gpu_name", mode="before")
     @classmethod

@@ -114,7 +114,8 @@ def checkpoint_problems(config: dict[str, Any]) -> list[Problem]:
     ckpt = config.get("checkpoint")
     if not isinstance(ckpt, dict) or ckpt.get("enforce") is not True:
         return []
-    interval, save, resume = (ckpt.get(k, d) for k, d in (("save_interval", 20), ("save_iters", 21), ("resume_iters", 25)))
+    interval, save, resume = (ckpt.get(k, d)
+                              for k, d in (("save_interval", 20), ("save_iters", 21), ("resume_iters", 25)))
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (interval, save, resume)):
         return []  # the model reports the types
     problems: list[Problem] = []

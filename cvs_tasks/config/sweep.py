@@ -108,7 +108,8 @@ def build_combos(sweep: Any, train_params: Any) -> tuple[list[Combo], list[Probl
         seen[key] = index
         if key not in combinations:
             known = ", ".join(combinations)
-            problems.append((where, f"{key!r} is not in sweep.combinations{did_you_mean(key, combinations)} (known: {known})"))
+            problems.append((where, f"{key!r} is not in sweep.combinations{did_you_mean(key, combinations)} "
+                                    f"(known: {known})"))
         elif key in built:
             combos.append(built[key])
     return combos, problems
@@ -158,7 +159,8 @@ def _default_combo(body: dict[str, Any], base: dict[str, str], where: str,
     parsed = (merged["micro_batch_size"], merged["global_batch_size"], merged["precision"])
     for name, value in zip(FORCED[:2], parsed[:2]):
         if CHANGEME not in value and not _positive_int(value):
-            problems.append((_source(where, overlay, name), f"must be a positive integer in ASCII digits 0-9 (got {value!r})"))
+            problems.append((_source(where, overlay, name),
+                             f"must be a positive integer in ASCII digits 0-9 (got {value!r})"))
     if CHANGEME not in parsed[2] and precision_problem_of(parsed[2]):
         problems.append((_source(where, overlay, "precision"), precision_problem_of(parsed[2])))
     if problems:
@@ -184,7 +186,8 @@ def _assemble(combo_id: str, cell: str, parsed: tuple[str, str, str], base: dict
             return None, [(join_path(where, name) if name in overlay else join_path("train_params", name), problem)]
     iterations = params["training_iterations"]
     if CHANGEME not in iterations and not _positive_int(iterations):
-        source = join_path(where, "training_iterations") if "training_iterations" in overlay else "train_params.training_iterations"
+        source = (join_path(where, "training_iterations") if "training_iterations" in overlay
+                  else "train_params.training_iterations")
         return None, [(source, f"must be a positive whole number of steps (got {iterations!r})")]
     mbs, gbs, precision = parsed
     return Combo(combo_id, cell, mbs, gbs, precision, params), []

@@ -29,7 +29,8 @@ METRIC_NOTES = {
     "training.elapsed_time_per_iteration": "Step time in ms: mean of the steady-state steps.",
     "training.mem_usage": "GPU memory in use, ratio 0-1 (ROCm 'mem usages:', Primus hip usage_ratio). "
                           "Primus: recorded, not gated by an optional spec; write optional = false to gate it.",
-    "training.scaling_efficiency_pct": "Multi-node scaling efficiency in % against scaling_baseline (distributed only).",
+    "training.scaling_efficiency_pct": "Multi-node scaling efficiency in % against scaling_baseline "
+                                       "(distributed only).",
     "training.steps_to_target": "First step whose loss reached convergence.target_value.",
     "training.time_to_target_seconds": "Training seconds until that step.",
     "training.step_time_p50_ms": "Median step time in ms.",

@@ -92,7 +92,8 @@ def parse_rdma_statistic(lines: Iterable[str]) -> dict[CounterKey, int]:
     return out
 
 
-def diff_counters(node: str, before: Mapping[CounterKey, int], after: Mapping[CounterKey, int]) -> tuple[list[CounterGrowth], list[str]]:
+def diff_counters(node: str, before: Mapping[CounterKey, int],
+                  after: Mapping[CounterKey, int]) -> tuple[list[CounterGrowth], list[str]]:
     """Error counters that grew between two snapshots of one node, and notes on what could not
     be compared (a counter that went down: a driver reload or a reset of the counters)."""
     grew: list[CounterGrowth] = []

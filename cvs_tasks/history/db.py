@@ -209,7 +209,8 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise HistoryUnavailable(f"history database {path} has schema version {version}, newer than this "
-                                 f"cvs-tasks understands ({SCHEMA_VERSION}); upgrade cvs-tasks or use another --history")
+                                 f"cvs-tasks understands ({SCHEMA_VERSION}); upgrade cvs-tasks or use another "
+                                 "--history")
     for number in range(version, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -48,7 +48,8 @@ def find_outliers(nodes: Sequence[NodeSmoke], tolerance_pct: float) -> Diagnosis
     outliers = []
     for n in nodes:
         if n.status != "PASS":
-            outliers.append({"host": n.host, "reason": f"smoke {n.status.lower()}ed on its own: {n.reason}".rstrip(": ")})
+            outliers.append({"host": n.host,
+                             "reason": f"smoke {n.status.lower()}ed on its own: {n.reason}".rstrip(": ")})
             continue
         why = []
         if med_step and n.step_ms is not None and n.step_ms > med_step * (1 + tolerance_pct / 100):

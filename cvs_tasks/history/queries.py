@@ -76,10 +76,12 @@ def load_entry(conn: sqlite3.Connection, run_id: str) -> RunEntry | None:
     d["hosts"] = json.loads(d["hosts"])
     metrics: dict[str, list[MetricEntry]] = {}
     for combo, name, value, unit, expected, status in conn.execute(
-            "SELECT combo, name, value, unit, expected, status FROM metrics WHERE run_id = ? ORDER BY rowid", (run_id,)):
+            "SELECT combo, name, value, unit, expected, status FROM metrics WHERE run_id = ? ORDER BY rowid",
+            (run_id,)):
         metrics.setdefault(combo, []).append(MetricEntry(name, value, unit or "", expected or "-", status or ""))
     combos = [ComboEntry(c, t, v, a, p, metrics.get(c, [])) for c, t, v, a, p in conn.execute(
-        "SELECT combo, training, verdict, args_hash, provenance FROM combos WHERE run_id = ? ORDER BY rowid", (run_id,))]
+        "SELECT combo, training, verdict, args_hash, provenance FROM combos WHERE run_id = ? ORDER BY rowid",
+        (run_id,))]
     nodes = [NodeEntry(h, r, s, json.loads(f)) for h, r, s, f in conn.execute(
         "SELECT host, rank, status, facts FROM nodes WHERE run_id = ? ORDER BY rank", (run_id,))]
     return RunEntry(**d, combos=combos, nodes=nodes)

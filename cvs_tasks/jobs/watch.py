@@ -112,7 +112,8 @@ class Watcher:
                     self._drain()
                     return self._finish_completed(start)
                 if now - completed_at > s.exit_grace_s:
-                    return self._finish_completed(start, note=f"job did not exit within {s.exit_grace_s:.0f}s of its last iteration")
+                    return self._finish_completed(
+                        start, note=f"job did not exit within {s.exit_grace_s:.0f}s of its last iteration")
             else:
                 exited = [n for n in self.nodes if n.exit_code is not None]
                 if exited:
@@ -286,7 +287,8 @@ class Watcher:
                 n.state = "stalled" if status in ("stalled", "timeout") else "failed"
                 self._emit(n, note=status)
         node = next(n for n in self.nodes if n.target.rank == rank)
-        return WatchOutcome(status, reason, self.nodes, self._reporting_rank(), self.clock() - start, tail=_tail_of(node))
+        return WatchOutcome(status, reason, self.nodes, self._reporting_rank(), self.clock() - start,
+                            tail=_tail_of(node))
 
     # -- plumbing -----------------------------------------------------------------------------
     def _emit(self, node: NodeState, note: str = "") -> None:

@@ -61,7 +61,8 @@ def interrupt_guard(session: Session) -> Iterator[None]:
         if hits > 1:
             os._exit(EXIT_INTERRUPTED)
         session.stop.set()
-        session.say(f"{signal.Signals(signum).name}: stopping the job and tearing down (again to exit at once)", "warning")
+        session.say(f"{signal.Signals(signum).name}: stopping the job and tearing down (again to exit at once)",
+                    "warning")
         raise Interrupted(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -80,7 +81,8 @@ def container_ready(session: Session) -> bool:
     return down is None or down.started < launch.ended
 
 
-def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *, force: bool | None = None) -> list[StageRecord]:
+def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *,
+              force: bool | None = None) -> list[StageRecord]:
     """One stage (every selected combo for per-combo stages)."""
     body = body_of(stage)
     if session.dry_run:  # chained dry-run tasks share one session: print each stage once

@@ -17,7 +17,8 @@ def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, St
     """The combo's training data, or the SKIPPED record explaining why there is none."""
     rec = session.run.read_record("training", combo)
     if rec is None:
-        return None, StageRecord(stage=stage, combo=combo, status="SKIPPED", reason="training has not run for this combo")
+        return None, StageRecord(stage=stage, combo=combo, status="SKIPPED",
+                                 reason="training has not run for this combo")
     judged = rec.status == "PASS" or rec.data.get("failed_by") == FAILED_BY_HEALTH  # results stand
     if not judged or not rec.data.get("completed"):
         # the row names the test to read (its own row and the report's callout hold the cause)
@@ -112,5 +113,6 @@ def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
         record.status = "SKIPPED"
     elif not fit.decreasing:
         record.status = "FAIL" if lc.enforce else "PASS"
-        record.reason = ("training loss is not decreasing: " if lc.enforce else "record only (loss_curve.enforce is false): ") + fit.detail
+        record.reason = ("training loss is not decreasing: " if lc.enforce
+                         else "record only (loss_curve.enforce is false): ") + fit.detail
     return record

@@ -238,7 +238,8 @@ def _write_scripts(session: Session, launch: LaunchPlan) -> None:
         res = hosts.put(node.script_text.encode("utf-8"), node.script_path, 0o700, timeout=60)
         bad = [r for r in res if not r.ok]
         if bad:
-            raise InfraError(f"cannot write {node.script_path} on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
+            raise InfraError(f"cannot write {node.script_path} on node {bad[0].host}: "
+                             f"{bad[0].error or bad[0].stderr.strip()}")
 
 
 def _prepare(session: Session, commands: list[str]) -> None:

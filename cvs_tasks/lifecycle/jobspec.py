@@ -38,7 +38,8 @@ def job_spec(
         iterations = int(str(params.get("training_iterations", "10")))
     params["training_iterations"] = str(iterations)
     tokenizer_rec = session.run.read_record("download_tokenizer")
-    tokenizer_path = tokenizer_rec.data.get("tokenizer_path") if tokenizer_rec and tokenizer_rec.status == "PASS" else None
+    tokenizer_path = (tokenizer_rec.data.get("tokenizer_path") if tokenizer_rec and tokenizer_rec.status == "PASS"
+                      else None)
     from cvs_tasks.lifecycle.setup_stages import has_token, token_path
 
     return JobSpec(

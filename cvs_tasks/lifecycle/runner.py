@@ -57,7 +57,8 @@ def lifecycle_failed(session: Session, stage: str) -> StageRecord | None:
     return None
 
 
-def execute(session: Session, stage: str, combo: str | None, body: StageBody, *, force: bool | None = None) -> StageRecord:
+def execute(session: Session, stage: str, combo: str | None, body: StageBody, *,
+            force: bool | None = None) -> StageRecord:
     force = session.force if force is None else force
     existing = session.run.read_record(stage, combo)
     if is_done(existing) and not force:
@@ -68,7 +69,8 @@ def execute(session: Session, stage: str, combo: str | None, body: StageBody, *,
     outer = session.listener
     log_path = session.run.stage_log_path(stage, combo)
     # a dry run writes nothing, not even a stage log (it may be pointed at a real run with --run)
-    with (nullcontext() if session.dry_run else StageLog(log_path, outer, root=session.run.path, redact=session.run.redact)) as stage_log:
+    with (nullcontext() if session.dry_run
+          else StageLog(log_path, outer, root=session.run.path, redact=session.run.redact)) as stage_log:
         if not session.dry_run:
             session.listener = stage_log
         try:

@@ -20,7 +20,8 @@ def node_outcomes(session: Session, results, ok_reason: str = "") -> list[NodeOu
     for r in results:
         reason = ok_reason if r.ok else (r.error or session.redactor(r.stderr or r.stdout).strip()[-300:]
                                          or f"exit {r.exit_code}")  # masked before the cut: no half token
-        out.append(NodeOutcome(host=r.host, rank=r.rank, status="PASS" if r.ok else "ERROR", reason=session.redactor(reason)))
+        out.append(NodeOutcome(host=r.host, rank=r.rank, status="PASS" if r.ok else "ERROR",
+                               reason=session.redactor(reason)))
     return out
 
 
@@ -31,7 +32,8 @@ def failed_nodes_reason(what: str, nodes: list[NodeOutcome]) -> str:
 
 def attempts_of(*sources) -> list[dict]:
     """Retried infrastructure steps (SSH connect, pull, docker rm) as plain data for the record."""
-    return [a.to_dict() if hasattr(a, "to_dict") else a for src in sources for a in (getattr(src, "attempts", None) or [])]
+    return [a.to_dict() if hasattr(a, "to_dict") else a
+            for src in sources for a in (getattr(src, "attempts", None) or [])]
 
 
 def token_path(session: Session) -> str:
@@ -88,7 +90,8 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
     if bad:
         from cvs_tasks.errors import InfraError
 
-        raise InfraError(f"cannot place the HF token file on node {bad[0].host}: {bad[0].error or bad[0].stderr.strip()}")
+        raise InfraError(f"cannot place the HF token file on node {bad[0].host}: "
+                         f"{bad[0].error or bad[0].stderr.strip()}")
     return "running", True
 
 
@@ -103,7 +106,8 @@ def has_token(session: Session) -> bool:
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:
     if session.plan.backend == "primus":
-        return StageRecord(stage="download_tokenizer", status="SKIPPED", reason="Primus takes the HF repo id from its YAML")
+        return StageRecord(stage="download_tokenizer", status="SKIPPED",
+                           reason="Primus takes the HF repo id from its YAML")
     first = session.plan.combos[0]
     job = job_spec(session, label="tokenizer_check", combo=first, mbs="1", gbs="1", precision="BF16", iterations=1)
     if not tok.needs_local_tokenizer(job):
@@ -141,7 +145,8 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
 
 def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     stopped = []
-    if session.runtime().spec.runtime in HOST_PID_RUNTIMES and not session.dry_run:  # jobs a killed harness left running
+    # jobs a killed harness left running
+    if session.runtime().spec.runtime in HOST_PID_RUNTIMES and not session.dry_run:
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)

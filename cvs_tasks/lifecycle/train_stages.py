@@ -73,7 +73,8 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
             record.artifacts[f"node {node.rank} log ({node.host})"] = node.log
     if result.outcome is not None:
         if result.outcome.error:
-            record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v for k, v in result.outcome.error.items()}
+            record.data["error"] = {k: session.redactor(str(v)) if isinstance(v, str) else v
+                                    for k, v in result.outcome.error.items()}
         if record.status != "PASS":
             record.data["log_tail"] = [session.redactor(line) for line in result.outcome.tail]
         record.data.update(effective_record(result.outcome.config_check, result.outcome.warnings))
@@ -89,7 +90,8 @@ def smoke(session: Session, combo: str | None = None) -> StageRecord:
     if not session.config.smoke.enabled:
         return StageRecord(stage="smoke", status="SKIPPED", reason="smoke.enabled is false")
     mbs, gbs, precision, iters = smoke_cell(session)
-    job = job_spec(session, label="smoke", combo=session.plan.combos[0], mbs=mbs, gbs=gbs, precision=precision, iterations=iters)
+    job = job_spec(session, label="smoke", combo=session.plan.combos[0], mbs=mbs, gbs=gbs, precision=precision,
+                   iterations=iters)
     result = run_job(session, job, stage="smoke", combo=None)
     record = _job_record(session, "smoke", None, result)
     if record.status == "PASS":
@@ -109,7 +111,8 @@ def training(session: Session, combo_id: str | None) -> StageRecord:
     record.data.update(_training_data(session, parser, result))
     if record.status == "PASS":
         tput = record.data["metrics"].get("training.throughput_per_gpu")
-        record.reason = f"{parser.last_step}/{parser.planned} iterations" + (f", {tput:.1f} TFLOP/s/GPU" if tput else "")
+        record.reason = (f"{parser.last_step}/{parser.planned} iterations"
+                         + (f", {tput:.1f} TFLOP/s/GPU" if tput else ""))
     return record
 
 
@@ -180,7 +183,8 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     if bad and not session.dry_run:
         detail = session.redactor(bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
         return StageRecord(stage="checkpoint", status="ERROR",
-                           reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: {detail}")
+                           reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: "
+                                  f"{detail}")
     saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")
     resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
                           iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(root))
@@ -196,7 +200,8 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     if not listing[0].ok or not listing[0].stdout.strip():
         return StageRecord(stage="checkpoint", status="FAIL",
                            reason=f"no checkpoint written: {root}/checkpoints/latest_checkpointed_iteration.txt "
-                                  "is missing on node 0 (is the checkpoint directory volume-mounted into the container?)")
+                                  "is missing on node 0 (is the checkpoint directory volume-mounted into the "
+                                  "container?)")
     resumed = run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
     if not resumed.ok:
         record = _job_record(session, "checkpoint", None, resumed)

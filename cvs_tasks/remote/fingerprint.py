@@ -96,7 +96,8 @@ FACTS: tuple[Fact, ...] = (
     Fact("gpu_model", ("asic",), _gpu_model),
     Fact("gpu_count", ("asic",), _gpu_count),
     Fact("rocm", ("rocm",), lambda out: _labelled_or_bare(r"ROCm version:\s*([^|\n]+)", out)),
-    Fact("driver", ("driver", "asic"), lambda out: _labelled_or_bare(r"DRIVER:\s*\n\s*NAME:[^\n]*\n\s*VERSION:\s*(\S+)", out)),
+    Fact("driver", ("driver", "asic"),
+         lambda out: _labelled_or_bare(r"DRIVER:\s*\n\s*NAME:[^\n]*\n\s*VERSION:\s*(\S+)", out)),
     Fact("gpu_fw", ("firmware",), _pairs(r"FW_ID:\s*(\S+)", r"FW_VERSION:\s*(\S+)")),
     Fact("kernel", ("kernel",), _plain),
     Fact("nic_fw", ("nic",), _nic_fw),
@@ -164,7 +165,8 @@ class Drift:
 
     @property
     def text(self) -> str:
-        return f"{self.fact} {self.value if self.value is not None else '(unknown)'} differs from {self.expected} ({self.why})"
+        return (f"{self.fact} {self.value if self.value is not None else '(unknown)'} differs from {self.expected} "
+                f"({self.why})")
 
 
 def drift(facts_by_host: dict[str, dict]) -> list[Drift]:

@@ -47,17 +47,19 @@ if [ -z "$src" ]; then
 
 _STAMP = r"match($0, /^\[ *[0-9]+\.[0-9]+\]/)"
 
-_MARK = _KLOG + r"""else
+_MARK = (_KLOG + r"""else
   echo "@@klog $src"
-  echo "@@klog-mark $(printf '%s\n' "$k" | awk '""" + _STAMP + r""" { t = substr($0, 2, RLENGTH - 2) } END { print t }')"
+  echo "@@klog-mark $(printf '%s\n' "$k" | awk '""" + _STAMP
+         + r""" { t = substr($0, 2, RLENGTH - 2) } END { print t }')"
 fi
-"""
+""")
 
-_WINDOW = _KLOG + r"""else
+_WINDOW = (_KLOG + r"""else
   echo "@@klog $src"
-  printf '%s\n' "$k" | awk -v s={start} '""" + _STAMP + r""" { if (substr($0, 2, RLENGTH - 2) + 0 > s + 0) print }' | tail -n {cap}
+  printf '%s\n' "$k" | awk -v s={start} '""" + _STAMP
+           + r""" { if (substr($0, 2, RLENGTH - 2) + 0 > s + 0) print }' | tail -n {cap}
 fi
-"""
+""")
 
 
 def _window_start(start: float) -> str:

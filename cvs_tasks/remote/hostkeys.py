@@ -173,7 +173,8 @@ class TrustOutcome:
 
     Before recording: ``new`` (no key for this host), ``replace`` (a differing key, ``--replace``
     given), ``known``, ``changed`` (refused: differs, or a second key type), ``revoked`` (refused,
-    ``--replace`` or not: an ``@revoked`` line covers the key), ``skipped`` (local), ``error``. After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
+    ``--replace`` or not: an ``@revoked`` line covers the key), ``skipped`` (local), ``error``.
+    After ``record_keys``: ``new`` -> ``added``, ``replace`` -> ``replaced``.
     """
 
     host: str

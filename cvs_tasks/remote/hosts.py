@@ -52,7 +52,7 @@ class Hosts(ABC):
     def subset(self, indices: Sequence[int]) -> "Hosts":
         """A view on some nodes (same connections; closing the view closes nothing)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - no-op on purpose; implementations that hold connections override it
         """Release connections; safe to call twice."""
 
     # --- the contract ---------------------------------------------------------------------

@@ -76,7 +76,8 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
     return {
         "header": header_view(results),
         "facts": summary_facts(results),
-        "counts": {k: results.get("counts", {}).get(k, 0) for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN", "total")},
+        "counts": {k: results.get("counts", {}).get(k, 0)
+                   for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN", "total")},
         "metric_summary": metric_summary(results),
         "tests": [test_view(t) for t in tests],
         "first_failure": failure_view(results.get("first_failure")),

@@ -35,7 +35,8 @@ def sparkline(points: Sequence[tuple[str, float, str]], unit: str = "") -> Marku
     for i, (_, v, verdict) in enumerate(points):
         if verdict == "FAIL":
             parts.append(f'<circle cx="{x(i):.1f}" cy="{y(float(v)):.1f}" r="2" fill="{FAIL}"/>')
-    parts.append(f'<circle cx="{x(n - 1):.1f}" cy="{y(values[-1]):.1f}" r="2.6" fill="none" stroke="{LAST}" stroke-width="1.2"/>')
+    parts.append(f'<circle cx="{x(n - 1):.1f}" cy="{y(values[-1]):.1f}" r="2.6" fill="none" stroke="{LAST}" '
+                 'stroke-width="1.2"/>')
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -216,6 +216,7 @@ def _legend(frame: Frame, drawn: Sequence[Series]) -> list[str]:
             out.append(f'<circle cx="{x + 9:.1f}" cy="18" r="3.2" fill="{color}"/>')
         else:
             dash = ' stroke-dasharray="4 3"' if s.style == "dashed" else ""
-            out.append(f'<line x1="{x:.1f}" y1="18" x2="{x + 17:.1f}" y2="18" stroke="{color}" stroke-width="2"{dash}/>')
+            out.append(f'<line x1="{x:.1f}" y1="18" x2="{x + 17:.1f}" y2="18" stroke="{color}" '
+                       f'stroke-width="2"{dash}/>')
         x -= 14
     return out

@@ -64,7 +64,8 @@ class StageLog:
             key = (event.host, event.rank)
             changed = self._last_state.get(key) != event.state
             self._last_state[key] = event.state
-            if not changed and event.state == "running" and event.step and event.total and event.step % max(1, event.total // 10):
+            if (not changed and event.state == "running" and event.step and event.total
+                    and event.step % max(1, event.total // 10)):
                 return None  # running nodes: about ten lines per job, plus every state change
             loss = f" loss {event.loss:.4g}" if event.loss is not None else ""
             tput = f" {event.tflops:.1f} TFLOP/s/GPU" if event.tflops is not None else ""

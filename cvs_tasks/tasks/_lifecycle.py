@@ -13,7 +13,8 @@ from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
 
 HELP = {
     "config": "Suite config JSON (default: cvs.config in invoke.yaml / INVOKE_CVS_CONFIG, else the latest run's)",
-    "cluster": "Cluster file JSON (default: cvs.cluster / INVOKE_CVS_CLUSTER, the latest run's, else cluster/cluster.json)",
+    "cluster": "Cluster file JSON (default: cvs.cluster / INVOKE_CVS_CLUSTER, the latest run's, "
+               "else cluster/cluster.json)",
     "run": "Run id or run directory path (default: the latest run for this config, or a new one)",
     "suite": "single or distributed (default: from the config name and the host count)",
     "combo": "Sweep cell, e.g. MBS=4,GBS=128,PRECISION=FP8 (repeatable; default: all of sweep.runs)",

@@ -13,7 +13,8 @@ from cvs_tasks.tasks._common import configured, user_errors
     "config": "Suite config: adds the per-run node folders under paths.scripts_dir that carry the harness's "
               ".cvs-run marker (nothing else there is touched), their host-runtime jobs, a stale paths.log_dir lock",
     "run": "Only this run id (default: every run of yours — use it while none of your runs is in progress)",
-    "all_owners": "Also other users' runs (containers labelled with another cvs.owner, marked folders of another owner)",
+    "all_owners": "Also other users' runs (containers labelled with another cvs.owner, "
+                  "marked folders of another owner)",
     "dry_run": "Only list what would be removed, and what is kept and why",
 })
 def run(c, cluster=None, config=None, run=None, all_owners=False, dry_run=False):

@@ -9,7 +9,8 @@ from cvs_tasks.tasks._common import reports_root, user_errors
 from cvs_tasks.tasks.history import COMMON
 
 
-@task(positional=["run_a", "run_b"], auto_shortflags=False, help={**COMMON, "run_a": "The earlier run (id, unique id prefix, or run directory)",
+@task(positional=["run_a", "run_b"], auto_shortflags=False,
+      help={**COMMON, "run_a": "The earlier run (id, unique id prefix, or run directory)",
             "run_b": "The later run", "json": "Print JSON instead of tables"})
 def compare(c, run_a=None, run_b=None, json=False, reports_dir=None, history=None):
     """Per combo and metric: both values, delta and %, both verdicts; per node: fingerprint differences."""

@@ -45,7 +45,11 @@ def copy(c, name, output, with_thresholds=False, force=False, format=None):
 @task(
     help={
         "config": "Suite config (JSON or TOML) to check.",
-        "cluster": "Cluster file (JSON or TOML, hosts); enables the host-count and batch-layout checks (a *_single config is checked on one node without it), {user-id} from its username, and asks node 0's image and the nodes what the launcher needs (MXFP, RDMA links).",
+        "cluster": (
+            "Cluster file (JSON or TOML, hosts); enables the host-count and batch-layout checks (a *_single config "
+            "is checked on one node without it), {user-id} from its username, and asks node 0's image and the nodes "
+            "what the launcher needs (MXFP, RDMA links)."
+        ),
     }
 )
 def validate(c, config, cluster=None):

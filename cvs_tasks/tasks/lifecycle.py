@@ -33,7 +33,9 @@ def _run_all(req) -> int:
 
 @task(name="all", help=NO_COMBO)
 def all_(c, config=None, cluster=None, run=None, suite=None, force=False, dry_run=False, reports_dir=None):
-    """Run every stage in order (launch, tokenizer, smoke, checkpoint, train, metric, loss), always tear down, report."""
+    # implicit concatenation: still the docstring, and `invoke --list` keeps showing it as one line
+    ("Run every stage in order (launch, tokenizer, smoke, checkpoint, train, metric, loss), "
+     "always tear down, report.")
     code = _run_all(request(c, config, cluster, run, suite, dry_run, force, reports_dir, new=run is None))
     if code:
         raise Exit(code=code)
@@ -42,6 +44,7 @@ def all_(c, config=None, cluster=None, run=None, suite=None, force=False, dry_ru
 @task(help={"reports_dir": HELP["reports_dir"], "run": "Run id or path (default: a new run)"})
 def demo(c, run=None, reports_dir=None):
     """The whole lifecycle on this machine: simulated trainer, host runtime, localhost; ends in a report."""
-    code = _run_all(request(c, str(DEMO_CONFIG), str(DEMO_CLUSTER), run, None, False, False, reports_dir, new=run is None))
+    code = _run_all(request(c, str(DEMO_CONFIG), str(DEMO_CLUSTER), run, None, False, False, reports_dir,
+                            new=run is None))
     if code:
         raise Exit(code=code)

@@ -41,7 +41,8 @@ def calibrate(c, config=None, cluster=None, output=None, runs=None, min_runs=Non
         for cell in cells:
             for metric, spec in data[cell].items():
                 used = cal["per_cell"][cell][metric]
-                print(f"  {cell} {metric}: {spec['kind']} {spec['value']} (median {used['median']}, margin {used['margin']})")
+                print(f"  {cell} {metric}: {spec['kind']} {spec['value']} "
+                      f"(median {used['median']}, margin {used['margin']})")
         print(f"statistic: {cal['statistic']}")
 
 

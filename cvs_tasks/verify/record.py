@@ -30,7 +30,8 @@ def effective_of(data: Mapping[str, Any]) -> EffectiveConfig | None:
 
 def mismatches_of(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     stored = data.get(MISMATCHES)
-    return [m for m in stored if isinstance(m, dict) and isinstance(m.get("param"), str)] if isinstance(stored, list) else []
+    return ([m for m in stored if isinstance(m, dict) and isinstance(m.get("param"), str)]
+            if isinstance(stored, list) else [])
 
 
 def effective_facts(data: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -42,7 +43,8 @@ def effective_facts(data: Mapping[str, Any]) -> list[tuple[str, str]]:
         return [("Trainer ran", "not stated: no arguments dump in the log (not checked)")]
     mismatches = mismatches_of(data)
     check = ("as asked" if not mismatches else
-             "; ".join(f"{m['param']} {m.get('actual')} != {m.get('asked')} ({m.get('cause', '')})" for m in mismatches))
+             "; ".join(f"{m['param']} {m.get('actual')} != {m.get('asked')} ({m.get('cause', '')})"
+                       for m in mismatches))
     return [("Trainer ran", describe(effective)), ("Config check", check)]
 
 

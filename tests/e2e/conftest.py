@@ -64,7 +64,8 @@ def edited_config(src: Path, dest_dir: Path, edit) -> Path:
     cfg = json.loads(src.read_text())
     thr_name = cfg.get("threshold_json")
     if thr_name:
-        for cand in (src.parent / thr_name, REPO / "thresholds" / src.parent.name / thr_name, REPO / "thresholds" / thr_name):
+        for cand in (src.parent / thr_name, REPO / "thresholds" / src.parent.name / thr_name,
+                     REPO / "thresholds" / thr_name):
             if cand.is_file():
                 (dest_dir / cand.name).write_text(cand.read_text())
                 cfg["threshold_json"] = cand.name

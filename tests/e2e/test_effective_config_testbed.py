@@ -32,7 +32,8 @@ def test_deepseek_single_node_runs_with_the_names_its_script_reads(testbed_clust
 
     cfg = edited_config(CONFIGS / "sim_megatron_single.json", tmp_path, edit)
     combo = json.loads(cfg.read_text())["sweep"]["runs"][0]
-    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file),
+                     reports=reports)
     training = res.record("training", combo)
     assert training["status"] == "PASS", res.out + res.err
     effective = training["data"]["effective_config"]
@@ -51,7 +52,8 @@ def test_a_launcher_that_ignores_seq_length_fails_the_combo_naming_it(testbed_cl
 
     cfg = edited_config(CONFIGS / "sim_megatron_single.json", tmp_path, edit)
     combo = json.loads(cfg.read_text())["sweep"]["runs"][0]
-    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file),
+                     reports=reports)
     assert res.code == 1, res.out + res.err
     training = res.record("training", combo)
     assert training["status"] == "FAIL"
@@ -85,7 +87,8 @@ def test_primus_405b_resumes_from_the_folder_its_yaml_pins(testbed_cluster, repo
         _one_combo(cfg)
 
     cfg = edited_config(CONFIGS / "sim_primus_single.json", tmp_path, edit)
-    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file),
+                     reports=reports)
     ckpt = res.record("checkpoint")
     assert ckpt["status"] == "PASS", res.out + res.err
     assert ckpt["data"]["first_resumed_step"] == ckpt["data"]["last_ckpt"] + 1
@@ -104,7 +107,8 @@ def test_primus_v05_overrides_reach_the_trainer_typed_and_the_run_passes(testbed
 
     cfg = edited_config(CONFIGS / "sim_primus_single.json", tmp_path, edit)
     combo = json.loads(cfg.read_text())["sweep"]["runs"][0]
-    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file),
+                     reports=reports)
     assert res.code == 0, res.out + res.err
     assert res.record("smoke")["status"] == "PASS"
     training = res.record("training", combo)

@@ -85,7 +85,8 @@ def test_history_baseline_compare_diagnose_drift_and_calibrate(testbed_cluster, 
         compared = run_invoke("compare", second_id, third_id, "--json", reports=reports)
         assert compared.code == 0, compared.err
         delta = next(m for m in json.loads(compared.out)["metrics"] if m["metric"] == TPUT)
-        assert delta["status_a"] == "RECORD" and delta["status_b"] == "FAIL"  # run 2 had one past run: recorded and -35 < delta["pct"] < -20, delta
+        # run 2 had one past run: recorded and -35 < delta["pct"] < -20, delta
+        assert delta["status_a"] == "RECORD" and delta["status_b"] == "FAIL"
         table = run_invoke("compare", second_id, third_id, reports=reports)
         assert f"{delta['pct']:+.1f}%" in table.out
 

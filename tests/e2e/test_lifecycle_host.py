@@ -188,7 +188,8 @@ def test_sigint_stops_tears_down_records_and_a_resume_finishes(reports, tmp_path
 
         log = reports / "latest" / "logs" / "training" / combo_dir(first) / "out-node0" / "training.log"
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (log.exists() and "iteration        3/" in log.read_text(errors="replace")):
+        while time.monotonic() < deadline and not (log.exists()
+                                                   and "iteration        3/" in log.read_text(errors="replace")):
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)

@@ -93,7 +93,8 @@ def test_all_passes_on_the_testbed(config, cluster_attr, clean_nodes, reports):
 def test_a_gate_set_too_high_fails_on_the_testbed(testbed_cluster, clean_nodes, reports, tmp_path):
     edit = impossible_gate(tmp_path, "training.tokens_per_gpu", {"kind": "min_tok_s", "value": 1e9})
     cfg = edited_config(CONFIGS / "sim_megatron_single.json", tmp_path, edit)
-    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file), reports=reports)
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(testbed_cluster.single_cluster_file),
+                     reports=reports)
     assert res.code == 1, res.out + res.err
     combo = json.loads(cfg.read_text())["sweep"]["runs"][0]
     metric = res.record("metric", combo)

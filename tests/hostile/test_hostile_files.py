@@ -71,7 +71,8 @@ def test_a_token_over_the_secret_limit_is_refused(sandbox):
     assert_refused(sandbox.dry_run(sandbox.config()), "paths.hf_token_file", "limit")
 
 
-@pytest.mark.parametrize("line", ["garbage", "127.0.0.99 ssh-ed25519 ***not-base64***", "127.0.0.99 ssh-ed25519\x1b[2J AAAA"])
+@pytest.mark.parametrize("line", ["garbage", "127.0.0.99 ssh-ed25519 ***not-base64***",
+                                  "127.0.0.99 ssh-ed25519\x1b[2J AAAA"])
 def test_a_malformed_known_hosts_is_exit_2_with_file_and_line(sandbox, line):
     known = sandbox.root / "known_hosts"
     known.write_text(f"# site keys\n{line}\n")
@@ -125,7 +126,8 @@ def test_every_command_taking_a_run_id_refuses_it_before_anything_is_written(san
     lambda run: (run / "run.json").write_text("[" * 100_000),
     lambda run: (run / "run.json").write_text('{"combos": 5, "hosts": {"a": 1}}'),
     lambda run: (run / "stages" / "smoke.json").write_text('{"stage": 1, "status": ["PASS"], "metrics": "x"}'),
-    lambda run: (run / "stages" / "training[x].json").write_text('{"stage": "training", "status": "PASS", "nodes": [{"host": 1}]}'),
+    lambda run: (run / "stages" / "training[x].json").write_text('{"stage": "training", "status": "PASS", '
+                                                                 '"nodes": [{"host": 1}]}'),
     lambda run: os.mkfifo(run / "stages" / "metric.json"),
 ], ids=["deep-manifest", "wrong-types-manifest", "wrong-types-record", "bad-node", "fifo-record"])
 def test_a_tampered_run_directory_is_an_error_not_a_traceback(sandbox, tamper):

@@ -63,7 +63,8 @@ def test_a_run_flag_is_accepted_only_as_a_safe_run_id(run):
 
 
 @settings(max_examples=300, deadline=None)
-@given(key=hostile_text | st.builds(lambda a, b, c: f"MBS={a},GBS={b},PRECISION={c}", hostile_text, hostile_text, hostile_text))
+@given(key=hostile_text | st.builds(lambda a, b, c: f"MBS={a},GBS={b},PRECISION={c}",
+                                    hostile_text, hostile_text, hostile_text))
 def test_a_parsed_sweep_key_names_a_safe_folder(key):
     if parse_combo_key(key) is not None:
         folder = combo_dir(key)

@@ -77,8 +77,8 @@ def test_a_job_that_prints_its_token_leaves_it_in_no_run_file_console_or_node_sc
 
     edit = one_short_combo(chatty_megatron)
 
-    res = sandbox.cli("all", "--config", str(sandbox.config(edit)), "--cluster", str(REPO / "cluster" / "localhost.json"),
-                      timeout=300)
+    res = sandbox.cli("all", "--config", str(sandbox.config(edit)),
+                      "--cluster", str(REPO / "cluster" / "localhost.json"), timeout=300)
     assert "Traceback" not in res.text, res.text[-3000:]
     assert res.code in (0, 1), res.text[-3000:]
     assert TOKEN not in res.text

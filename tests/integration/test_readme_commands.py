@@ -51,7 +51,8 @@ HOW = {
     "invoke diagnose --config C --cluster K": "real",
     "invoke thresholds.calibrate --config C --cluster K --output site/calibrated_threshold.json": "real",
     "invoke testbed.up --nodes 2": "testbed",
-    "invoke all --config configs/testbed/sim_megatron_distributed.json --cluster /tmp/cvs-testbed/cluster.json": "testbed",
+    "invoke all --config configs/testbed/sim_megatron_distributed.json "
+    "--cluster /tmp/cvs-testbed/cluster.json": "testbed",
     "invoke testbed.down": "testbed",
 }
 
@@ -156,7 +157,8 @@ def test_readme_commands_run(scratch):
             demo_runs = 3
             continue
         if argv[:2] == ["invoke", "compare"]:
-            runs = sorted(p.name for p in (cwd / "reports").iterdir() if not p.is_symlink() and (p / "run.json").is_file())
+            runs = sorted(p.name for p in (cwd / "reports").iterdir()
+                          if not p.is_symlink() and (p / "run.json").is_file())
             assert len(runs) == demo_runs, runs
             argv = ["invoke", "compare", runs[0], runs[1]]
         argv = [str(demo) if a == "C" else str(local) if a == "K" else a for a in argv]

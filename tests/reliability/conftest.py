@@ -16,7 +16,8 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.write_sep("-", "reliability: time to detection")
     for fault, row in sorted(measured.items()):
-        terminalreporter.write_line(f"{fault:<28} {row['detection_s']:>6.2f} s  (bound {row['bound_s']} s, from {row['from']})")
+        terminalreporter.write_line(f"{fault:<28} {row['detection_s']:>6.2f} s  "
+                                    f"(bound {row['bound_s']} s, from {row['from']})")
     try:
         old = json.loads(FIGURES.read_text()) if FIGURES.is_file() else {}
         old.update(measured)

@@ -1,5 +1,6 @@
-"""Shared helpers of the reliability suite (imported by its tests and its conftest): fault configs on the shared testbed, a running `invoke`, a
-spy that timestamps the fault line on the node's disk, and the "nothing left, nothing lost" checks.
+"""Shared helpers of the reliability suite (imported by its tests and its conftest): fault configs on the shared
+testbed, a running `invoke`, a spy that timestamps the fault line on the node's disk, and the "nothing left,
+nothing lost" checks.
 
 Every scenario gets its own container name, node folders (under the testbed's shared dir),
 MASTER_PORT and a marker env var, so it never collides with other runs on the shared testbed and
@@ -58,7 +59,8 @@ class Scenario:
 
 
 def make_scenario(tmp_path: Path, cluster: Path, *, base: str = "sim_megatron_single.json", env: dict | None = None,
-                  iterations: int = 10, stall_timeout_s: float = 3.0, edit=None, shared: Path | None = None) -> Scenario:
+                  iterations: int = 10, stall_timeout_s: float = 3.0, edit=None,
+                  shared: Path | None = None) -> Scenario:
     """A testbed config: smoke off, both combos with ``iterations`` steps, fast polling, unique names."""
     marker = uuid.uuid4().hex[:10]
     shared = shared or Path("/tmp/cvs-testbed/shared")
@@ -122,7 +124,8 @@ class RunningInvoke:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, err = self.proc.communicate(timeout=30)
-            pytest.fail(f"invoke did not finish within {timeout:.0f}s (the harness hung):\n{out[-3000:]}\n{err[-3000:]}")
+            pytest.fail(f"invoke did not finish within {timeout:.0f}s (the harness hung):\n"
+                        f"{out[-3000:]}\n{err[-3000:]}")
         return InvokeResult(self.proc.returncode, out, err, self.reports)
 
     def __enter__(self) -> "RunningInvoke":

@@ -86,7 +86,8 @@ def test_disk_full_on_the_run_directory(testbed_cluster, tmp_path, node_roots):
         no_traceback(again)
         assert (run_dir / "report.html").is_file() and (run_dir / "results.json").is_file(), again.out + again.err
         # the next poll's copy fails, then the stop, freeing the GPUs, the health snapshot and the teardown
-        note_detection("run_dir_disk_full", exited_at - filled_at, detection_bound(sc.poll_interval_s + STOP_CHECK_S, 8),
+        note_detection("run_dir_disk_full", exited_at - filled_at,
+                       detection_bound(sc.poll_interval_s + STOP_CHECK_S, 8),
                        "disk filled, to harness exit after teardown")
 
 

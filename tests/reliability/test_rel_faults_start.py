@@ -76,7 +76,8 @@ def test_node_unreachable_at_start(testbed_cluster, reports, tmp_path, node_root
 
 
 def test_ssh_auth_refused(testbed_cluster, reports, tmp_path, node_roots):
-    cluster = write_cluster(tmp_path, testbed_cluster, [testbed_cluster.nodes[0].address], key=new_key(tmp_path / "stranger"))
+    cluster = write_cluster(tmp_path, testbed_cluster, [testbed_cluster.nodes[0].address],
+                            key=new_key(tmp_path / "stranger"))
     sc = scenario_for(tmp_path, cluster, node_roots)
     res, launch = run_until_launch_fails(sc, reports, testbed_cluster, ["authentication failed", "priv_key_file"],
                                          testbed_cluster.nodes[0].address)
@@ -88,7 +89,8 @@ def test_unknown_host_key(testbed_cluster, reports, tmp_path, node_roots):
     empty.write_text("")
     cluster = write_cluster(tmp_path, testbed_cluster, [testbed_cluster.nodes[0].address], known_hosts=empty)
     sc = scenario_for(tmp_path, cluster, node_roots)
-    res, launch = run_until_launch_fails(sc, reports, testbed_cluster, ["cluster.trust"], testbed_cluster.nodes[0].address)
+    res, launch = run_until_launch_fails(sc, reports, testbed_cluster, ["cluster.trust"],
+                                         testbed_cluster.nodes[0].address)
     assert "unknown" in launch["reason"].lower() or "not in" in launch["reason"].lower(), launch["reason"]
     assert empty.read_text() == "", "an unknown host key must never be recorded silently"
     note_detection("unknown_host_key", launch["ended"] - launch["started"], 10, "launch start")

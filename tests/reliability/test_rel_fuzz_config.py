@@ -110,8 +110,8 @@ def test_arbitrary_cluster_file_is_loaded_or_refused_clearly(tmp_path, value):
 def test_the_cli_shows_a_clear_error_and_no_traceback(content, tmp_path, reports):
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
-    res = invoke("config.validate", "--config", str(bad), "--cluster", str(CONFIGS.parents[1] / "cluster" / "localhost.json"),
-                 reports=reports, timeout=60)
+    res = invoke("config.validate", "--config", str(bad),
+                 "--cluster", str(CONFIGS.parents[1] / "cluster" / "localhost.json"), reports=reports, timeout=60)
     assert res.code == 2, res.out + res.err
     no_traceback(res)
     assert "bad.json" in res.err, res.err

@@ -47,7 +47,8 @@ def make(hosts, testbed_cluster, name, tag, lifetime="per_run"):
 
 
 def labels(hosts, name):
-    fmt = '{{index .Config.Labels "cvs.run_id"}} {{index .Config.Labels "cvs.owner"}} {{index .Config.Labels "cvs.name"}}'
+    fmt = ('{{index .Config.Labels "cvs.run_id"}} {{index .Config.Labels "cvs.owner"}} '
+           '{{index .Config.Labels "cvs.name"}}')
     return [r.stdout.split() for r in hosts.run(
         shlex.join(["docker", "inspect", "--format", fmt, name]), timeout=30)]
 

@@ -41,7 +41,8 @@ def test_each_node_answers_ssh_and_talks_to_its_own_daemon(testbed_cluster):
     for node in tb.nodes:
         client = _ssh(tb, node.address)
         try:
-            code, out = _run(client, "echo $DOCKER_HOST; docker image inspect --format '{{.Id}}' cvs-testbed/sim:latest")
+            code, out = _run(client,
+                             "echo $DOCKER_HOST; docker image inspect --format '{{.Id}}' cvs-testbed/sim:latest")
         finally:
             client.close()
         assert code == 0, out

@@ -24,7 +24,8 @@ def problems(tmp_path, **data) -> dict[str, str]:
 
 
 def test_dict_node_dict_keeps_file_order_and_settings(tmp_path):
-    c = cluster(tmp_path, node_dict={"10.0.0.2": {"vpc_ip": "10.0.0.2"}, "node-a": {"address": "10.1.1.1", "port": 2222}})
+    c = cluster(tmp_path, node_dict={"10.0.0.2": {"vpc_ip": "10.0.0.2"},
+                                     "node-a": {"address": "10.1.1.1", "port": 2222}})
     assert c.hosts == [HostSpec("10.0.0.2", "10.0.0.2", 22, False), HostSpec("node-a", "10.1.1.1", 2222, False)]
     assert c.host_names == ["10.0.0.2", "node-a"] and c.username == "u" and c.priv_key_file == "/k"
 

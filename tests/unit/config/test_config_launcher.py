@@ -145,7 +145,8 @@ def test_links_are_the_active_ports_ibv_devinfo_lists_or_unknown(text, links):
 
 def test_script_answers_with_garbage_lines_keep_only_what_they_tell():
     text = "\n".join([f"{MARK} present /a b/s.sh", f"{MARK} reads TE_FP4 /a b/s.sh",
-                      f"{MARK} ignores bad-name /a b/s.sh", f"{MARK} reads", "noise", f"{MARK} missing /x.sh", f"{MARK} reads TE_FP4 /x.sh", "\x00\x01"])
+                      f"{MARK} ignores bad-name /a b/s.sh", f"{MARK} reads", "noise", f"{MARK} missing /x.sh",
+                      f"{MARK} reads TE_FP4 /x.sh", "\x00\x01"])
     assert parse_scripts(text) == {"/a b/s.sh": ScriptFacts(True, frozenset({"TE_FP4"})), "/x.sh": ScriptFacts(False)}
     assert parse_scripts("") == {} and parse_scripts("@@cvs-launcher") == {}
 

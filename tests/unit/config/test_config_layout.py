@@ -100,7 +100,8 @@ def _cluster(tmp_path, hosts):
 def test_validate_exits_2_on_a_layout_that_megatron_would_refuse(suite_files, tmp_path):
     config = str(suite_files(name="suite_distributed.json"))
     with pytest.raises(Exit) as info:
-        config_tasks.validate(Context(), config=config, cluster=_cluster(tmp_path, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]))
+        config_tasks.validate(Context(), config=config,
+                              cluster=_cluster(tmp_path, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]))
     assert info.value.code == 2
     assert f'sweep.combinations["{FP8}"]: GBS 128 is not a multiple' in info.value.message
 
@@ -130,7 +131,8 @@ def test_a_distributed_deepseek_megatron_config_is_refused_with_the_reason(suite
         problems["train_params.tokenizer_model"]
     assert contract_problems(suite, distributed=False) == []
     with pytest.raises(Exit) as info:  # the same refusal from config.validate, with the cluster or without
-        config_tasks.validate(Context(), config=str(suite.config_path), cluster=_cluster(tmp_path, ["10.0.0.1", "10.0.0.2"]))
+        config_tasks.validate(Context(), config=str(suite.config_path),
+                              cluster=_cluster(tmp_path, ["10.0.0.1", "10.0.0.2"]))
     assert info.value.code == 2 and "pins NNODES=1" in info.value.message
     with pytest.raises(Exit):
         config_tasks.validate(Context(), config=str(suite.config_path))

@@ -50,7 +50,8 @@ def test_schema_describes_every_block_and_allows_comments():
     (("sweep", "runs", 2), "sweep.runs[2]"),
     (("container", "env", "NCCL_SOCKET_IFNAME"), "container.env.NCCL_SOCKET_IFNAME"),
     (("sweep", "combinations", "MBS=4,GBS=8,PRECISION=FP8", "x"), 'sweep.combinations["MBS=4,GBS=8,PRECISION=FP8"].x'),
-    (("MBS=4,GBS=8,PRECISION=FP8", "training.tokens_per_gpu"), '["MBS=4,GBS=8,PRECISION=FP8"]["training.tokens_per_gpu"]'),
+    (("MBS=4,GBS=8,PRECISION=FP8", "training.tokens_per_gpu"),
+     '["MBS=4,GBS=8,PRECISION=FP8"]["training.tokens_per_gpu"]'),
 ])
 def test_locations_become_dotted_paths(loc, path):
     assert loc_to_path(loc) == path

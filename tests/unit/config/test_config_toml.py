@@ -140,7 +140,8 @@ def test_toml_model_errors_name_the_file_and_the_same_dotted_paths(tmp_path):
     config["sweep"]["combinations"][FP8]["training_iterations"] = "twenty"
     config["watch"] = {"poll_intervall_s": 1.0}
     messages = []
-    for path in (write_json(tmp_path / "j" / "s.json", config), write_toml(tmp_path / "t" / "s.toml", config, "config")):
+    for path in (write_json(tmp_path / "j" / "s.json", config),
+                 write_toml(tmp_path / "t" / "s.toml", config, "config")):
         write_json(path.parent / "thr.json", minimal_thresholds())
         with pytest.raises(ConfigError) as info:
             load_suite(path)

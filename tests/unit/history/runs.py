@@ -36,6 +36,7 @@ def make_run(root: Path, run_id: str, *, created: float, tput: float = 500.0, st
         run.write_record(training)
         rows = [MetricRow("training.throughput_per_gpu", tput, "TFLOP/s/GPU", ">= 400", metric_status),
                 MetricRow("training.elapsed_time_per_iteration", step_ms, "ms", "<= 2000 ms", "PASS")]
-        run.write_record(StageRecord("metric", "FAIL" if metric_status == "FAIL" else "PASS", combo=combo, metrics=rows))
+        run.write_record(StageRecord("metric", "FAIL" if metric_status == "FAIL" else "PASS", combo=combo,
+                                     metrics=rows))
         run.write_record(StageRecord("loss_curve", "PASS", combo=combo))
     return run

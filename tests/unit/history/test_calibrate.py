@@ -51,7 +51,8 @@ def test_calibrate_reads_the_last_passing_runs_of_the_config_on_the_cluster(tmp_
     for i, (tput, status) in enumerate([(500, "PASS"), (100, "FAIL"), (510, "PASS"), (490, "PASS")]):
         record_run(db, entry_from_run(make_run(reports, f"r{i}", created=float(i), tput=tput, metric_status=status)))
     cluster = tmp_path / "cluster.json"
-    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k", "node_dict": {"127.0.0.2": {}, "127.0.0.3": {}}}))
+    cluster.write_text(json.dumps({"username": "u", "priv_key_file": "/k",
+                                   "node_dict": {"127.0.0.2": {}, "127.0.0.3": {}}}))
     out, data = calibrate_thresholds(reports, None, config="/cfg/sim_megatron_distributed.json", cluster=str(cluster),
                                      output=str(tmp_path / "cal.json"), runs=5, margin_pct=5.0, min_runs=3)
     assert data["_calibration"]["runs"] == ["r0", "r2", "r3"]

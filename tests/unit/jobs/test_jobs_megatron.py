@@ -9,6 +9,7 @@ from jobs_factory import LOGS, SCRIPTS, make_job, with_params
 
 from cvs_tasks.jobs import JobSetupError, build_launch, megatron_family
 
+# A backslash at a line's end below is Python's line continuation: the pinned text has no break there.
 ROCM_DETECT = """\
 cvs_rocm_dir=
 for cvs_candidate in $(printf '%s\\n' /opt/rocm/core-* | sort -rV); do
@@ -16,7 +17,8 @@ for cvs_candidate in $(printf '%s\\n' /opt/rocm/core-* | sort -rV); do
 done
 if [ -z "$cvs_rocm_dir" ]; then
   cvs_rocm_dir=/opt/rocm
-  compgen -G "/opt/rocm/lib/libamdhip64.so*" > /dev/null || echo 'cvs-tasks: warning: libamdhip64.so not found under /opt/rocm/core-*/lib or /opt/rocm/lib; using /opt/rocm (set paths.rocm_dir)' >&2
+  compgen -G "/opt/rocm/lib/libamdhip64.so*" > /dev/null || echo 'cvs-tasks: warning: libamdhip64.so not found \
+under /opt/rocm/core-*/lib or /opt/rocm/lib; using /opt/rocm (set paths.rocm_dir)' >&2
 fi
 export LD_LIBRARY_PATH=/usr/local/lib/:"$cvs_rocm_dir"/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 """
@@ -25,10 +27,12 @@ SINGLE_LLAMA3_FP8 = f"""\
 #!/bin/bash
 # cvs-tasks Megatron-LM wrapper: MBS=4,GBS=128,PRECISION=FP8, node 0 of 1, run run-7
 set -u
-cvs_finish() {{ echo "$1" > {SCRIPTS}/node0.exit.tmp && mv -f {SCRIPTS}/node0.exit.tmp {SCRIPTS}/node0.exit; exit "$1"; }}
+cvs_finish() {{ echo "$1" > {SCRIPTS}/node0.exit.tmp && mv -f {SCRIPTS}/node0.exit.tmp {SCRIPTS}/node0.exit; \
+exit "$1"; }}
 trap 'cvs_finish 143' TERM
 trap 'cvs_finish 130' INT
-cd /workspace/Megatron-LM || {{ echo 'cvs-tasks: cannot cd to /workspace/Megatron-LM (train_params.megatron_root)' >&2; cvs_finish 1; }}
+cd /workspace/Megatron-LM || {{ echo 'cvs-tasks: cannot cd to /workspace/Megatron-LM (train_params.megatron_root)' \
+>&2; cvs_finish 1; }}
 export MOCK_DATA=1
 export IMAGE=rocm/megatron-lm:v25.9
 export HF_TOKEN="$(cat /home/alice/.hf_token)"
@@ -38,7 +42,8 @@ export TOKENIZER_MODEL=meta-llama/Llama-3.1-8B
 export LOG_DIR={LOGS}/out-node0
 export EXP_NAME=megatron_training
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=0
-RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0 bash /workspace/Megatron-LM/examples/llama/train_llama3.sh
+RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8 TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0 \
+bash /workspace/Megatron-LM/examples/llama/train_llama3.sh
 cvs_finish "$?"
 """
 

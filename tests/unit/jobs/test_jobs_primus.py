@@ -21,19 +21,24 @@ SCRIPTS = "/home/alice/SCRIPTS/megatron/run-7/MBS_4_GBS_128_PRECISION_FP8"
 LOGS = "/home/alice/LOGS/megatron/primus-logs/MBS_4_GBS_128_PRECISION_FP8"
 YAML = "examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml"
 
+# A backslash at a line's end below is Python's line continuation: the pinned text has no break there.
 SINGLE_MI300X = f"""\
 #!/bin/bash
 # cvs-tasks Primus wrapper: MBS=4,GBS=128,PRECISION=FP8, node 0 of 1, run run-7
 set -u
-cvs_finish() {{ echo "$1" > {SCRIPTS}/node0.exit.tmp && mv -f {SCRIPTS}/node0.exit.tmp {SCRIPTS}/node0.exit; exit "$1"; }}
+cvs_finish() {{ echo "$1" > {SCRIPTS}/node0.exit.tmp && mv -f {SCRIPTS}/node0.exit.tmp {SCRIPTS}/node0.exit; \
+exit "$1"; }}
 trap 'cvs_finish 143' TERM
 trap 'cvs_finish 130' INT
 export HF_TOKEN="$(cat /home/alice/.hf_token)"
 export LOG_DIR=/home/alice/LOGS/megatron
 export PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32=1
 export NVTE_CK_IS_V3_ATOMIC_FP32=1
-cd /workspace/Primus || {{ echo 'cvs-tasks: cannot cd to /workspace/Primus (train_params.primus_root)' >&2; cvs_finish 1; }}
-NODE_RANK=0 bash runner/primus-cli direct --log_file {LOGS}/out-node0/training.log -- train pretrain --config {YAML} --micro_batch_size 4 --global_batch_size 128 --train_iters 20 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False
+cd /workspace/Primus || {{ echo 'cvs-tasks: cannot cd to /workspace/Primus (train_params.primus_root)' >&2; \
+cvs_finish 1; }}
+NODE_RANK=0 bash runner/primus-cli direct --log_file {LOGS}/out-node0/training.log -- train pretrain --config {YAML} \
+--micro_batch_size 4 --global_batch_size 128 --train_iters 20 --tensor_model_parallel_size 1 \
+--pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False
 cvs_finish "$?"
 """
 
@@ -67,14 +72,16 @@ def test_launch_sends_the_launcher_console_to_console_log_not_training_log():
 def test_tp_pp_come_from_train_params():
     job = with_params(primus_job(), tensor_parallelism="8", pipeline_parallelism="2")
     line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
-    assert line.endswith("--tensor_model_parallel_size 8 --pipeline_model_parallel_size 2 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False")
+    assert line.endswith("--tensor_model_parallel_size 8 --pipeline_model_parallel_size 2 --seq_length 8192 "
+                         "--recompute_granularity None --use_torch_fsdp2 False")
 
 
 def test_tp_pp_default_to_one_when_absent():
     params = {"model_name": "llama3.1_8B"}
     line = _run_line(build_launch(primus_job(train_params=params), primus_yaml=YAML)
                      .nodes[0].script_text)
-    assert line.endswith("--tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False")
+    assert line.endswith("--tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 "
+                         "--recompute_granularity None --use_torch_fsdp2 False")
 
 
 def test_sweep_overlay_values_win():
@@ -97,7 +104,8 @@ def test_save_phase_sets_workspace_and_save_flags():
         "cd /workspace/Primus || "
     ) in script
     assert _run_line(script).endswith(
-        "--train_iters 21 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False "
+        "--train_iters 21 --tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 "
+        "--recompute_granularity None --use_torch_fsdp2 False "
         "--save --save_interval 20")
 
 
@@ -108,7 +116,8 @@ def test_resume_phase_loads_without_saving():
     script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
     assert f"export PRIMUS_WORKSPACE={ckpt}\n" in script
     assert _run_line(script).endswith(
-        f"--pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False --load {ckpt}/checkpoints")
+        f"--pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False "
+        f"--load {ckpt}/checkpoints")
     assert "--save" not in script
 
 
@@ -222,7 +231,8 @@ def test_sequence_length_recompute_and_fsdp_are_overrides_so_the_suite_config_wi
 
 @pytest.mark.parametrize("yaml, precision, tail", [
     ("examples/megatron/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml", "FP8", "--use_torch_fsdp2 False"),  # v0.6.0+
-    ("examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml", "FP8", "--use_torch_fsdp2 False --fp8 hybrid"),  # v0.5.0
+    ("examples/megatron/configs/MI300X/llama3.1_8B-pretrain.yaml", "FP8",
+     "--use_torch_fsdp2 False --fp8 hybrid"),  # v0.5.0
     ("examples/megatron/configs/llama3.1_8B-pretrain.yaml", "BF16", "--use_torch_fsdp2 False"),  # v0.4.0
 ])
 def test_each_primus_layout_gets_the_precision_the_way_it_reads_it(yaml, precision, tail):
@@ -241,7 +251,8 @@ def test_a_precision_an_old_primus_layout_cannot_select_is_refused():
 # -- where Primus saves: <workspace>/<work_group>/<user_name>/<exp_name>/checkpoints -----------------
 
 HEADER_8B = ("HEADER work_group: ${PRIMUS_TEAM:amd}\nHEADER user_name: ${PRIMUS_USER:root}\n"
-             "HEADER exp_name: ${PRIMUS_EXP_NAME:llama3.1_8B-pretrain}\nHEADER workspace: ${PRIMUS_WORKSPACE:./output}\n")
+             "HEADER exp_name: ${PRIMUS_EXP_NAME:llama3.1_8B-pretrain}\n"
+             "HEADER workspace: ${PRIMUS_WORKSPACE:./output}\n")
 
 
 def test_the_experiment_header_is_read_from_the_check_output():

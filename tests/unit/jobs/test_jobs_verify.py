@@ -97,7 +97,8 @@ def test_a_downloaded_tokenizer_path_or_the_repo_id_both_count_as_asked():
 def test_an_unknown_launcher_gets_a_generic_cause_naming_the_script():
     job = with_params(_job(), training_script="examples/custom/run.sh")
     check = check_effective(asked_from_job(job, 8), effective_from_arguments({**DUMP, "seq_length": "4096"}, 8))
-    assert check.mismatches[0].cause == "run.sh did not pass the sequence length through to the trainer as the wrapper set it"
+    assert check.mismatches[0].cause == ("run.sh did not pass the sequence length through to the trainer as the "
+                                         "wrapper set it")
 
 
 def test_the_record_round_trips_and_survives_a_damaged_file():
@@ -105,7 +106,8 @@ def test_the_record_round_trips_and_survives_a_damaged_file():
     data = effective_record(check, ["w"])
     assert effective_of(data) == check.effective
     assert mismatches_of(data)[0]["param"] == "seq_length" and data["config_warnings"] == ["w"]
-    assert effective_of({"effective_config": {"world_size": True, "seq_length": "x", "nnodes": 2}}) == EffectiveConfig(nnodes=2)
+    assert (effective_of({"effective_config": {"world_size": True, "seq_length": "x", "nnodes": 2}})
+            == EffectiveConfig(nnodes=2))
     assert effective_record(None) == {"effective_config": None, "config_mismatches": []}
     assert mismatches_of({"config_mismatches": [1, {"param": "x"}]}) == [{"param": "x"}]
 
@@ -123,7 +125,8 @@ def test_the_report_rows_say_what_ran_and_what_differed():
     assert effective_facts(effective_record(None)) == [
         ("Trainer ran", "not stated: no arguments dump in the log (not checked)")]
     assert effective_facts({}) == []
-    ok = dict(effective_facts(effective_record(check_effective(asked_from_job(_job(), 8), effective_from_arguments(DUMP, 8)))))
+    ok = dict(effective_facts(effective_record(check_effective(asked_from_job(_job(), 8),
+                                                               effective_from_arguments(DUMP, 8)))))
     assert ok["Config check"] == "as asked"
 
 

@@ -94,7 +94,8 @@ def test_completion_ends_the_watch_when_the_job_exits(tmp_path):
 
 
 def test_a_fatal_signature_fails_the_watch_in_the_poll_that_reads_it():
-    oom = "[rank5]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 3.91 GiB. GPU 5 has a total capacity of 191.98 GiB\n"
+    oom = ("[rank5]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 3.91 GiB. "
+           "GPU 5 has a total capacity of 191.98 GiB\n")
     node = Node(script=[iteration(1, 10), iteration(2, 10), oom])
     outcome, _, clock, [log] = watch([node], iterations=10)
     assert outcome.status == "failed"
@@ -104,9 +105,11 @@ def test_a_fatal_signature_fails_the_watch_in_the_poll_that_reads_it():
 
 def test_the_root_cause_outranks_the_nccl_echo_on_the_peer():
     peer = Node(script=[
-        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, remote process exited or there was a network error, NCCL version 2.21.5\n"
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, remote process exited or there "
+        "was a network error, NCCL version 2.21.5\n"
     ])
-    culprit = Node(script=["Memory access fault by GPU node-9 (Agent handle: 0x55d0) on address 0x7f2a. Reason: Page not present or supervisor privilege.\n"])
+    culprit = Node(script=["Memory access fault by GPU node-9 (Agent handle: 0x55d0) on address 0x7f2a. "
+                           "Reason: Page not present or supervisor privilege.\n"])
     outcome, _, _, _ = watch([peer, culprit])
     assert outcome.error["cls"] == "gpu_fault" and outcome.error["rank"] == 1
     assert "n0" in outcome.reason  # the peer's error is still mentioned
@@ -151,7 +154,8 @@ def test_more_bytes_than_one_read_carries_are_fetched_without_waiting():
 
 
 def test_an_absurd_iteration_number_is_skipped_and_the_run_completes():
-    huge = iteration(3, 4).replace("       3/", " 9223372036854775808/") + iteration(3, 4).replace("       3/", " " + "7" * 4000 + "/")
+    huge = (iteration(3, 4).replace("       3/", " 9223372036854775808/")
+            + iteration(3, 4).replace("       3/", " " + "7" * 4000 + "/"))
     node = Node(script=[iteration(1, 4) + iteration(2, 4), huge, iteration(3, 4) + iteration(4, 4)], exit_after=3)
     outcome, _, _, _ = watch([node])
     assert outcome.ok and outcome.reporting.last_step == 4
@@ -161,7 +165,8 @@ def test_an_absurd_iteration_number_is_skipped_and_the_run_completes():
 def test_a_ranks_exception_outranks_the_watchdog_timeout_a_peer_prints_later():
     peer = Node(script=[iteration(1, 10), "[rank0]:[E1130 04:22:55.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] "
                             "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
-                            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.\n"])
+                            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600081 milliseconds "
+                            "before timing out.\n"])
     # both lines arrive in the same poll (the peer's is read too: the script checks every chunk was)
     culprit = Node(script=[iteration(1, 10), "[rank12]: FileNotFoundError: [Errno 2] No such file or directory: "
                            "'/data/index.npy'\n"])

@@ -43,7 +43,8 @@ def _index(lines: list[str], text: str, start: int = 0) -> int:
 def test_a_distributed_megatron_dry_run_lists_nic_setup_and_gpu_cleanup(tmp_path):
     config = filled(tmp_path, "mi3xx_megatron_llama-3.1-8b_distributed.json", master_addr="127.0.0.8")
     cluster = _cluster(tmp_path, ["127.0.0.8", "127.0.0.9"])
-    lines = _invoke(tmp_path, "all", "--config", str(config), "--cluster", str(cluster), "--dry-run").stdout.splitlines()
+    lines = _invoke(tmp_path, "all", "--config", str(config), "--cluster", str(cluster),
+                    "--dry-run").stdout.splitlines()
     for combo in json.loads(config.read_text())["sweep"]["runs"]:
         job = _index(lines, f"test_training[{combo}]: started")
         nic = _index(lines, "Broadcom NIC library set-up", job)

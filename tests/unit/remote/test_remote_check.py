@@ -60,7 +60,8 @@ def test_one_probe_command_runs_every_check_and_its_output_parses():
     assert list(probes)[:4] == ["docker", "image", "gpus", "disk"]
     assert all(name.startswith("fp_") for name in list(probes)[4:])  # the node fingerprint rides along
     assert parse_df_available_kib(probes["disk"][1]) is not None
-    assert parse_probe(probe_output(gpus=(1, "a\nb"), disk=(0, DF))) == {"gpus": (1, "a\nb"), "disk": (0, DF.rstrip("\n"))}
+    assert (parse_probe(probe_output(gpus=(1, "a\nb"), disk=(0, DF)))
+            == {"gpus": (1, "a\nb"), "disk": (0, DF.rstrip("\n"))})
 
 
 def test_check_nodes_reports_each_check_with_a_reason():

@@ -55,7 +55,8 @@ def test_host_lookup_matches_plain_ported_and_hashed_names(tmp_path):
     assert pins(kh, "10.0.0.9") == [] and pins(tmp_path / "none", "x") == []
 
 
-@pytest.mark.parametrize("line", ["garbage line", "10.0.0.1 ssh-ed25519 !!notbase64!!", "10.0.0.1\x1b ssh-ed25519 AAAA"])
+@pytest.mark.parametrize("line", ["garbage line", "10.0.0.1 ssh-ed25519 !!notbase64!!",
+                                  "10.0.0.1\x1b ssh-ed25519 AAAA"])
 def test_a_malformed_known_hosts_line_is_refused_with_file_and_line(tmp_path, line):
     kh = tmp_path / "known_hosts"
     kh.write_text(f"# ok\n{line}\n")

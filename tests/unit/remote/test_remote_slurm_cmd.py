@@ -63,8 +63,9 @@ def test_job_record():
 
 def test_step_failures_are_told_apart_from_the_task_exit():
     assert sc.step_failure("srun: error: gpu01: task 0: Exited with exit code 3\n") is None
-    assert sc.step_failure("srun: error: Unable to create step for job 5: Job/step already completing or "
-                           "completed\n") == "the allocation cannot start a step: Job/step already completing or completed"
+    assert (sc.step_failure("srun: error: Unable to create step for job 5: Job/step already completing or "
+                            "completed\n")
+            == "the allocation cannot start a step: Job/step already completing or completed")
     assert sc.step_failure("srun: error: Slurm job 5 has expired\n") == "the allocation has ended"
     assert sc.step_failure("slurmstepd: error: *** STEP 5.3 ON gpu01 CANCELLED AT 2026-12-02T10:00:00 DUE TO "
                            "TIME LIMIT ***\n") == "the allocation hit its time limit"

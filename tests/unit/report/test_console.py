@@ -38,7 +38,8 @@ def test_non_terminal_console_gets_plain_mode():
 
 def test_plain_progress_line_has_host_state_step_loss_tflops_elapsed():
     line = progress_line(progress(120))
-    assert line == f"test_training[{COMBO}] node-a (rank 0): running step 120/200 loss 7.25 TFLOP/s 410.5 elapsed 1 m 02 s"
+    assert line == (f"test_training[{COMBO}] node-a (rank 0): running step 120/200 loss 7.25 TFLOP/s 410.5 "
+                    "elapsed 1 m 02 s")
 
 
 def test_plain_mode_throttles_progress_but_not_state_changes():

@@ -33,7 +33,8 @@ def test_the_node_log_around_the_line_is_shown(tmp_path):
     log.parent.mkdir()
     log.write_text("".join(f"line {n}\n" for n in range(1, 10_001)))
     error = {"name": "gpu_oom", "cls": "oom", "host": "n1", "rank": 1, "line": 500, "text": "line 500"}
-    nodes = [{"host": "n0", "status": "FAIL", "log": "logs/n0.log"}, {"host": "n1", "status": "FAIL", "log": "logs/n1.log"}]
+    nodes = [{"host": "n0", "status": "FAIL", "log": "logs/n0.log"},
+             {"host": "n1", "status": "FAIL", "log": "logs/n1.log"}]
     failure = first_failure([_test("t", "FAIL", 1.0, details={"error": error}, nodes=nodes)], tmp_path)
     assert failure["node"] == "n1" and failure["log"] == "logs/n1.log" and failure["line_no"] == 500
     assert [n for n, _ in failure["context"]] == list(range(500 - CONTEXT, 500 + CONTEXT + 1))

@@ -156,7 +156,8 @@ def test_partial_run_renders_dashes_and_the_incomplete_banner(fixture_run):
     assert "<dt>Image</dt><dd>—</dd>" in html
     assert "<dt>Model</dt><dd>—</dd>" in html
     assert "Run incomplete." in html and "5 expected tests did not run" in html
-    assert "not run: the run was interrupted before it" in html and '<span class="status NOT-RUN">NOT-RUN</span>' in html
+    assert ("not run: the run was interrupted before it" in html
+            and '<span class="status NOT-RUN">NOT-RUN</span>' in html)
     assert "Not run (run incomplete): no training, metric or loss-curve record for this combo." in html
 
 

@@ -70,7 +70,8 @@ def test_error_rows_become_error_elements(fixture_run):
 def test_not_run_rows_are_errors_with_the_reason(fixture_run):
     suite = suite_of(junit_xml(build_results(fixture_run("partial"))))
     error = cases(suite)["test_teardown"].find("error")
-    assert error.get("type") == "NotRun" and error.get("message").startswith("not run: the run was interrupted before it")
+    assert (error.get("type") == "NotRun"
+            and error.get("message").startswith("not run: the run was interrupted before it"))
     assert int(suite.get("errors")) >= 5  # every test the run never reached counts
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert props["verdict"] == "FAIL" and props["incomplete"] == "True"

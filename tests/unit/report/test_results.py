@@ -97,7 +97,8 @@ def test_interrupted_run_lists_unrun_rows_as_not_run_and_fails(fixture_run):
         "test_teardown",
     ]
     for name in results["not_run"]:
-        assert tests[name]["status"] == NOT_RUN and tests[name]["reason"].startswith("not run: the run was interrupted before it")
+        assert (tests[name]["status"] == NOT_RUN
+                and tests[name]["reason"].startswith("not run: the run was interrupted before it"))
         assert "invoke all --run" in tests[name]["reason"]
         assert tests[name]["duration_s"] is None
     assert [t["name"] for t in results["tests"]] == LIFECYCLE_NAMES

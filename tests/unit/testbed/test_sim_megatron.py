@@ -83,8 +83,10 @@ def test_the_tee_copy_goes_to_log_dir_and_train_log_is_ignored_as_by_the_real_sc
     ("examples/qwen3/train_qwen3.sh", {"MICRO_BATCH_SIZE": "3", "GLOBAL_BATCH_SIZE": "48", "TRAIN_ITERS": "2"},
      {"micro_batch_size": "3", "global_batch_size": "48"}),
     ("examples/qwen2/train_qwen2.sh", {"MBS": "1", "BS": "24", "TOTAL_ITERS": "2"}, {"global_batch_size": "24"}),
-    ("examples/llama/train_llama2.sh", {"MBS": "1", "BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "13"}, {"num_layers": "40"}),
-    ("examples/llama/train_llama3.sh", {"MBS": "1", "BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "70"}, {"num_layers": "80"}),
+    ("examples/llama/train_llama2.sh", {"MBS": "1", "BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "13"},
+     {"num_layers": "40"}),
+    ("examples/llama/train_llama3.sh", {"MBS": "1", "BS": "8", "TOTAL_ITERS": "2", "MODEL_SIZE": "70"},
+     {"num_layers": "80"}),
 ])
 def test_each_family_reads_its_own_env_names(script, env, expect):
     run = run_sim(megatron_cmd(script), sim_env(**env))
@@ -112,7 +114,8 @@ def test_deepseek_reads_seq_len_and_ac_and_pins_one_node_and_the_exit_interval()
            "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.9.9.9", "TP": "2", "MODEL_SIZE": "16"}
     run = run_sim(megatron_cmd("examples/deepseek_v2/train_deepseekv2.sh"), sim_env(**env))
     assert run.code == 0, run.stdout[-1500:]
-    assert (_arg(run, "seq_length"), _arg(run, "world_size"), _arg(run, "tensor_model_parallel_size")) == ("2048", "8", "1")
+    assert ((_arg(run, "seq_length"), _arg(run, "world_size"), _arg(run, "tensor_model_parallel_size"))
+            == ("2048", "8", "1"))
     assert _arg(run, "recompute_granularity") == "selective" and _arg(run, "exit_interval") == "50"
     assert _arg(run, "tokenizer_model") == "deepseek-ai/DeepSeek-V2-Lite"
     assert run.iterations()[-1] == 50 and "[exiting program at iteration 50]" in run.text

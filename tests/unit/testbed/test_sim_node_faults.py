@@ -11,7 +11,8 @@ from simtrainer.node_facts import node_index  # noqa: E402
 from simtrainer.spec import node_fault_entries  # noqa: E402
 
 MOUNTINFO = ("612 598 0:52 / / rw,relatime - overlay overlay rw\n"
-             "640 612 8:1 /tmp/cvs-testbed/nodes/node1/data/containers/ab12/hostname /etc/hostname rw - ext4 /dev/sda1 rw\n")
+             "640 612 8:1 /tmp/cvs-testbed/nodes/node1/data/containers/ab12/hostname /etc/hostname rw - ext4 "
+             "/dev/sda1 rw\n")
 
 
 def test_a_container_knows_its_node_from_its_daemons_data_root(monkeypatch):

@@ -106,8 +106,10 @@ def test_the_405b_yaml_pins_exp_name_so_checkpoints_land_in_its_folder(tmp_path)
     """As in Primus: `exp_name: exp-llama3_405B-pretrain` is not a placeholder, so the emptied
     PRIMUS_EXP_NAME does not reach it and the checkpoints land one folder deeper."""
     config = "examples/megatron/configs/MI300X/llama3.1_405B-BF16-pretrain.yaml"
-    args = ["--micro_batch_size", "1", "--global_batch_size", "8", "--train_iters", "11", "--save", "--save_interval", "10",
-            "--tensor_model_parallel_size", "1", "--pipeline_model_parallel_size", "1"]  # the YAML's TP8 x PP4 needs 4 nodes
+    args = ["--micro_batch_size", "1", "--global_batch_size", "8", "--train_iters", "11", "--save",
+            "--save_interval", "10",
+            # the YAML's TP8 x PP4 needs 4 nodes
+            "--tensor_model_parallel_size", "1", "--pipeline_model_parallel_size", "1"]
     saved = run_sim(primus_cmd(config, *args), _ckpt_env(tmp_path), cwd=PRIMUS_ROOT)
     assert saved.code == 0, saved.stdout[-2000:]
     assert (tmp_path / "exp-llama3_405B-pretrain" / "checkpoints" / "latest_checkpointed_iteration.txt").is_file()

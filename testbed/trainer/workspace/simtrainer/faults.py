@@ -64,7 +64,8 @@ def parse_faults(spec: str | None) -> FaultPlan:
             try:
                 slow.append((int(rank), float(factor or "2.0")))
             except ValueError:
-                raise FaultSpecError(f"SIM_FAULT: bad slow_node entry {item!r} (want slow_node=<rank>:<factor>)") from None
+                raise FaultSpecError(f"SIM_FAULT: bad slow_node entry {item!r} "
+                                     "(want slow_node=<rank>:<factor>)") from None
             continue
         name, at, where = item.partition("@")
         if name not in FAULT_NAMES or not at:
@@ -78,7 +79,8 @@ def parse_faults(spec: str | None) -> FaultPlan:
 
 
 def _c10d(rank: int, now: datetime, pid: int) -> str:
-    return f"[rank{rank}]:[E{now.strftime('%m%d %H:%M:%S')}.{now.microsecond * 1000:09d} {pid} ProcessGroupNCCL.cpp:629] "
+    return (f"[rank{rank}]:[E{now.strftime('%m%d %H:%M:%S')}.{now.microsecond * 1000:09d} {pid} "
+            "ProcessGroupNCCL.cpp:629] ")
 
 
 def nccl_timeout_text(rank: int, seq: int, timeout_ms: int, ran_ms: int, now: datetime, pid: int) -> list[str]:
@@ -86,16 +88,19 @@ def nccl_timeout_text(rank: int, seq: int, timeout_ms: int, ran_ms: int, now: da
     return [f"{p}[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, "
             f"OpType=ALLREDUCE, NumelIn=131072000, NumelOut=131072000, Timeout(ms)={timeout_ms}) ran for "
             f"{ran_ms} milliseconds before timing out.",
-            f"[rank{rank}]:[E{now.strftime('%m%d %H:%M:%S')}.{now.microsecond * 1000:09d} {pid} ProcessGroupNCCL.cpp:2168] "
+            f"[rank{rank}]:[E{now.strftime('%m%d %H:%M:%S')}.{now.microsecond * 1000:09d} {pid} "
+            "ProcessGroupNCCL.cpp:2168] "
             f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}] failure detected by watchdog at work sequence id: {seq} "
             f"PG status: last enqueued work: {seq}, last completed work: {seq - 1}",
             f"[rank{rank}]: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA "
             "kernels, subsequent GPU operations might run on corrupted/incomplete data.",
             f"[rank{rank}]: To avoid data inconsistency, we are taking the entire process down.",
             "terminate called after throwing an instance of 'c10::DistBackendError'",
-            f"  what():  [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Process group watchdog thread terminated with exception: "
+            f"  what():  [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Process group watchdog thread terminated with "
+            "exception: "
             f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
-            f"NumelIn=131072000, NumelOut=131072000, Timeout(ms)={timeout_ms}) ran for {ran_ms} milliseconds before timing out."]
+            f"NumelIn=131072000, NumelOut=131072000, Timeout(ms)={timeout_ms}) ran for {ran_ms} milliseconds "
+            "before timing out."]
 
 
 def remote_error_text(rank: int, peer: str) -> list[str]:
@@ -104,7 +109,8 @@ def remote_error_text(rank: int, peer: str) -> list[str]:
             f"[rank{rank}]:     torch.distributed.all_reduce(tensor, group=group)",
             f"[rank{rank}]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
             "ProcessGroupNCCL.cpp:3356, remote process exited or there was a network error, NCCL version 2.21.5",
-            f"[rank{rank}]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+            f"[rank{rank}]: ncclRemoteError: A call failed possibly due to a network error or a remote process "
+            "exiting prematurely.",
             f"[rank{rank}]: Last error:",
             f"[rank{rank}]: NET/Socket : Connection closed by remote peer {peer}"]
 
@@ -113,7 +119,8 @@ def oom_text(rank: int, local_rank: int) -> list[str]:
     return [f"[rank{rank}]: Traceback (most recent call last):",
             f'[rank{rank}]:   File "/workspace/Megatron-LM/pretrain_gpt.py", line 352, in <module>',
             f"[rank{rank}]:     pretrain(",
-            f"[rank{rank}]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 3.91 GiB. GPU {local_rank} has a "
+            f"[rank{rank}]: torch.OutOfMemoryError: HIP out of memory. Tried to allocate 3.91 GiB. "
+            f"GPU {local_rank} has a "
             "total capacity of 191.98 GiB of which 2.21 GiB is free. Of the allocated memory 183.40 GiB is allocated "
             "by PyTorch, and 4.02 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
             "large try setting PYTORCH_HIP_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
@@ -132,7 +139,8 @@ def nan_text(rank: int, host: str, local_rank: int, step: int) -> list[str]:
             f"ERROR:megatron.core.rerun_state_machine:Unexpected result nan on rank {rank} at iteration #{step} "
             f"invocation #1 (message='{msg}')",
             "WARNING:megatron.core.rerun_state_machine:Need to rerun step to check reproducibility of initial result",
-            f"ERROR:megatron.core.rerun_state_machine:Rank {rank}, node {host}, device {local_rank}, iteration #{step}: "
+            f"ERROR:megatron.core.rerun_state_machine:Rank {rank}, node {host}, device {local_rank}, "
+            f"iteration #{step}: "
             "First rerun: unexpected result is reproducible within the tolerance (nan = nan). "
             "Need to rerun on a different GPU to verify correctness!",
             "ERROR:megatron.core.rerun_state_machine:Saving a checkpoint and exiting now. Please resume the job from "
@@ -143,7 +151,8 @@ def segfault_text(pid: int) -> list[str]:
     return ["Fatal Python error: Segmentation fault", "",
             "Current thread 0x00007f3b2d7fe640 (most recent call first):",
             '  File "/workspace/Megatron-LM/megatron/core/pipeline_parallel/schedules.py", line 412 in forward_step',
-            f"/workspace/Megatron-LM/examples/llama/train_llama3.sh: line 412: {pid} Segmentation fault      (core dumped) torchrun ..."]
+            f"/workspace/Megatron-LM/examples/llama/train_llama3.sh: line 412: {pid} Segmentation fault      "
+            "(core dumped) torchrun ..."]
 
 
 def child_failed_text(script: str, host: str, rank: int, local_rank: int, exitcode: int, pid: int,
@@ -156,7 +165,8 @@ def child_failed_text(script: str, host: str, rank: int, local_rank: int, exitco
         traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
     agent = pid - 91
     return [f"E{now.strftime('%m%d %H:%M:%S')}.{now.microsecond:06d} {agent} torch/distributed/elastic/multiprocessing/"
-            f"api.py:984] failed (exitcode: {exitcode}) local_rank: {local_rank} (pid: {pid}) of binary: /usr/bin/python3",
+            f"api.py:984] failed (exitcode: {exitcode}) local_rank: {local_rank} (pid: {pid}) of binary: "
+            "/usr/bin/python3",
             "Traceback (most recent call last):",
             '  File "/usr/local/bin/torchrun", line 8, in <module>',
             "    sys.exit(main())",

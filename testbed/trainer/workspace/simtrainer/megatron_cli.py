@@ -6,11 +6,15 @@ exactly the env names its real script reads, pins what it pins and ignores the r
 
 | family   | MBS / GBS                             | TP / PP / seq           | iterations  | precision         | pins |
 |----------|---------------------------------------|-------------------------|-------------|-------------------|------|
-| llama3/2 | MBS / BS                              | TP / PP / SEQ_LENGTH    | TOTAL_ITERS | TE_FP8, TE_FP4, TE_FP8_RECIPE | - |
+| llama3/2 | MBS / BS                              | TP / PP / SEQ_LENGTH    | TOTAL_ITERS | TE_FP8, TE_FP4,   | - |
+|          |                                       |                         |             | TE_FP8_RECIPE     |   |
 | qwen2    | MBS / BS                              | TP / PP / SEQ_LENGTH    | TOTAL_ITERS | TE_FP8            | - |
-| deepseek | MBS / GBS                             | (pinned) / SEQ_LEN=2048 | TRAIN_ITERS | PR                | NNODES=1, NODE_RANK=0, MASTER_ADDR=localhost, random port, TP=PP=1, MODEL_SIZE=16B, tokenizer, --exit-interval 50; AC (default sel) not RECOMPUTE |
+| deepseek | MBS / GBS                             | (pinned) / SEQ_LEN=2048 | TRAIN_ITERS | PR                | (*) |
 | mixtral  | MBS / GBS                             | TP_SIZE / PP_SIZE / SEQLEN | TRAIN_ITERS | PR             | - |
 | qwen3    | MICRO_BATCH_SIZE / GLOBAL_BATCH_SIZE  | TP / PP / SEQ_LENGTH    | TRAIN_ITERS | PR (+FP8_RECIPE)  | - |
+
+(*) deepseek pins NNODES=1, NODE_RANK=0, MASTER_ADDR=localhost, random port, TP=PP=1, MODEL_SIZE=16B, tokenizer,
+--exit-interval 50; AC (default sel) not RECOMPUTE.
 
 Older script versions read fewer names: a stand-in script exports ``SIM_SCRIPT_VERSION`` and the
 names that version ignores (``IGNORED_BY_VERSION``) are dropped before the contract is read, so

@@ -3,8 +3,9 @@
 A node is told apart by ``CVS_SIM_NODE_DIR`` (its state folder, set by the node's sshd for host
 shells) or, inside a container, by the node's own dockerd data root that shows in the container's
 mount table (``…/nodes/node<N>/data/…``). ``versions.env`` in that folder (KEY=VALUE) overrides
-the defaults below (amd-smi and ibv_devinfo read it too); ``fault`` in ``<SIM_NODE_FAULTS>/node<N>`` (default: the shared folder every testbed config
-mounts) holds that node's own SIM_FAULT entries, e.g. ``slow=1.5`` or ``crash@3``.
+the defaults below (amd-smi and ibv_devinfo read it too); ``fault`` in ``<SIM_NODE_FAULTS>/node<N>``
+(default: the shared folder every testbed config mounts) holds that node's own SIM_FAULT entries,
+e.g. ``slow=1.5`` or ``crash@3``.
 """
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def spec_from(config_path: Path, yaml_values: dict[str, str], overrides: dict[st
         try:
             return int(float(str(merged.get(key, default))))
         except ValueError:
-            raise SystemExit(f"primus: --{key} must be an integer, got {merged.get(key)!r}")
+            raise SystemExit(f"primus: --{key} must be an integer, got {merged.get(key)!r}") from None
 
     precision = "FP8" if str(merged.get("fp8", "")).lower() in ("hybrid", "e4m3") else config_path.name.split("-")[1] \
         if config_path.name.count("-") >= 2 else "BF16"

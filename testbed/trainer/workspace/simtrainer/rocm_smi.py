@@ -46,11 +46,14 @@ def main(argv: list[str]) -> int:
     if "--showdriverversion" in argv:
         from .node_facts import versions
 
-        print("\n".join(["", "============================ ROCm System Management Interface ============================",
-                         "====================================== Version of System Component ======================================",
+        print("\n".join(["",
+                         "============================ ROCm System Management Interface ============================",
+                         "====================================== Version of System Component "
+                         "======================================",
                          f"Driver version: {versions()['driver']}",
                          "==========================================================================================",
-                         "================================== End of ROCm SMI Log ===================================", ""]))
+                         "================================== End of ROCm SMI Log ===================================",
+                         ""]))
         return 0
     print("\n".join(["", "============================ ROCm System Management Interface ============================",
                      "WARNING: simulated rocm-smi (cvs-testbed) answers only --showpids and --showdriverversion",

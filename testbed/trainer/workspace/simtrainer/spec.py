@@ -63,14 +63,14 @@ def env_float(env: dict, name: str, default: float) -> float:
     try:
         return float(env.get(name, "") or default)
     except ValueError:
-        raise SystemExit(f"{name}={env.get(name)!r} is not a number")
+        raise SystemExit(f"{name}={env.get(name)!r} is not a number") from None
 
 
 def env_int(env: dict, name: str, default: int) -> int:
     try:
         return int(float(env.get(name, "") or default))
     except ValueError:
-        raise SystemExit(f"{name}={env.get(name)!r} is not an integer")
+        raise SystemExit(f"{name}={env.get(name)!r} is not an integer") from None
 
 
 def node_fault_entries(text: str, rank: int) -> str:

@@ -94,7 +94,8 @@ class MegatronVoice:
                     "building GPT model ...",
                     f" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): "
                     f"{int(s.model.params_b * 1e9 / (s.tp * s.pp))}",
-                    mt.datetime_line("after model, optimizer, and learning rate scheduler are built", now(), self.micro))
+                    mt.datetime_line("after model, optimizer, and learning rate scheduler are built", now(),
+                                     self.micro))
 
     def datasets(self) -> None:
         cache = os.environ.get("DATA_CACHE_PATH")
