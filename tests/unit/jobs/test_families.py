@@ -97,18 +97,20 @@ def falcon(monkeypatch) -> Family:
     return FALCON
 
 
-def falcon_suite(folder: Path, model_size: str = "7") -> Path:
-    """A single-node Falcon suite config (and its threshold file) in ``folder``."""
+def falcon_suite(folder: Path, model_size: str = "7", image: str = "rocm/megatron-lm:test",
+                 overlay: dict | None = None, **params: str) -> Path:
+    """A single-node Falcon suite config (and its threshold file) in ``folder``; ``params`` change its
+    train_params, ``overlay`` the FP8 combo's."""
     config = {
         "gpu_name": "MI300X",
         "threshold_json": "thr.json",
         "paths": {"hf_token_file": str(folder / "no_token_here"), "log_dir": "/home/{user-id}/LOGS",
                   "scripts_dir": "{log_dir}/scripts", "data_cache_dir": "/data/cache"},
-        "container": {"name": "cvs_test", "image": "rocm/megatron-lm:test", "runtime": {"name": "docker"},
+        "container": {"name": "cvs_test", "image": image, "runtime": {"name": "docker"},
                       "env": {"NCCL_DEBUG": "ERROR"}},
         "train_params": {"model_name": "falcon_7b", "tokenizer_model": "tiiuae/falcon-7b", "model_size": model_size,
-                         "training_iterations": "20"},
-        "sweep": {"combinations": {FP8: {}, BF16: {}}, "runs": [FP8, BF16]},
+                         "training_iterations": "20", **params},
+        "sweep": {"combinations": {FP8: overlay or {}, BF16: {}}, "runs": [FP8, BF16]},
     }
     cell = {"training.tokens_per_gpu": {"kind": "min_tok_s", "value": 1000}}
     (folder / "thr.json").write_text(json.dumps({FP8: cell, BF16: cell}))
@@ -134,6 +136,30 @@ def test_without_its_row_nothing_knows_the_family(tmp_path):
     suite = load_suite(falcon_suite(tmp_path, model_size="40"))  # no row: any size, no gate, no dims
     assert megatron_family("tiiuae/falcon-7b") is None and not is_gated("tiiuae/falcon-7b")
     assert flops.model_dims("falcon_7b") is None and suite.combo_ids == [FP8, BF16]
+
+
+def refused(path: Path) -> dict[str, str]:
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    return dict(info.value.problems)
+
+
+LLAMA_8B = {"model_name": "llama3.1_8B", "tokenizer_model": "meta-llama/Llama-3.1-8B"}
+
+
+def test_the_shipped_rows_hold_model_size_to_the_family(tmp_path):
+    assert refused(falcon_suite(tmp_path, "13", **LLAMA_8B)) == {"train_params.model_size": (
+        "'13' is not a size of the llama-3 family (the family of meta-llama/Llama-3.1-8B): use one of 8, 70, 405")}
+    where = f'sweep.combinations["{FP8}"].model_size'
+    assert list(refused(falcon_suite(tmp_path, "8", overlay={"model_size": "9"}, **LLAMA_8B))) == [where]
+    assert load_suite(falcon_suite(tmp_path, "70B", **LLAMA_8B)).combos[0].train_params["model_size"] == "70B"
+    deepseek = {"model_name": "deepseek_v2_lite", "tokenizer_model": "deepseek-ai/DeepSeek-V2-Lite"}
+    load_suite(falcon_suite(tmp_path, "8", **deepseek))  # its script pins MODEL_SIZE=16B: the value is ignored
+    load_suite(falcon_suite(tmp_path, "13", training_script="/opt/mine/train.sh", **LLAMA_8B))  # the user's own
+    assert refused(falcon_suite(tmp_path, "405", **LLAMA_8B)) == {"container.image": (
+        "model_size 405 of the llama-3 family runs only on Primus; use a Primus image (its name contains "
+        "'primus'), got 'rocm/megatron-lm:test'")}
+    load_suite(falcon_suite(tmp_path, "405", image="rocm/primus:v25.9", **LLAMA_8B))
 
 
 def falcon_job(suite):
