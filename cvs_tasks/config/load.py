@@ -2,8 +2,8 @@
 
 read -> reject old formats -> drop `_` comments -> merge cluster container defaults ->
 `{user-id}` / `{paths.*}` -> find the threshold file -> checkpoint exemption -> `<changeme>` scan ->
-model validation -> env / container / checkpoint rules -> sweep combos -> threshold file ->
-threshold <-> sweep coverage.
+model validation -> env / container / checkpoint rules -> sweep combos -> family rules (model size) ->
+threshold file -> threshold <-> sweep coverage.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from cvs_tasks.config.rules import (
     checkpoint_problems,
     container_problems,
     env_problems,
+    family_problems,
     is_primus,
     reject_old_formats,
 )
@@ -116,6 +117,7 @@ def load_suite(config_path: Path | str, cluster: Cluster | None = None) -> Suite
     warnings += env_warnings
 
     combos, sweep_problems = build_combos(data.get("sweep"), data.get("train_params"))
+    problems += family_problems(data, combos)
     sweep_paths = {where for where, _ in sweep_problems}
     problems = [p for p in problems if p[0] not in sweep_paths]  # one message per spot, the sweep's is clearer
     problems += [p for p in sweep_problems if not is_under(p[0], blocked)]

@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cvs_tasks.config.errors import ConfigError, Problem, join_path
+from cvs_tasks.families import gated_prefixes
 from cvs_tasks.inputs import InputRefused, read_secret
 
-GATED_TOKENIZERS = ("meta-llama/", "google/gemma", "mistralai/")
-"""Hugging Face repo-id prefixes whose files need a token that was granted access."""
 MULTI_NODE_ENV = {
     "NCCL_SOCKET_IFNAME": "the interface RCCL bootstraps over (e.g. enp193s0f1np1); without it RCCL may pick "
                           "a docker or management interface the other nodes cannot reach",
@@ -90,8 +89,9 @@ def gated_tokenizer_problems(tokenizers: Mapping[str, str], token_file: str, tok
 
 
 def is_gated(repo: str) -> bool:
+    """A Hugging Face repo id under a prefix a family row declares gated (a local path never is)."""
     text = repo.strip().lower()
-    return not text.startswith(("/", ".", "~")) and text.startswith(GATED_TOKENIZERS)
+    return not text.startswith(("/", ".", "~")) and text.startswith(gated_prefixes())
 
 
 def token_line_count(token_file: str) -> int | None:
@@ -129,7 +129,7 @@ def check_ready(suite, hosts: Sequence[tuple[str, str]] | None, distributed: boo
 
 def check_launcher(plan, refused: ConfigError | None = None) -> tuple[object | None, list[str]]:
     """What the image's launcher and the nodes must confirm for this plan (MXFP read by the script,
-    RDMA links for DeepSeek, DATA_CACHE_PATH on several nodes): one ConfigError (exit 2) with every
+    RDMA links a family script indexes, DATA_CACHE_PATH on several nodes): one ConfigError (exit 2) with every
     problem, ``refused``'s (the readiness checks') too, else the warnings (what could not be told)
     and the hosts it connected (None when nothing was asked; the caller keeps or closes them). A
     scheduled cluster has no nodes yet: only a warning."""

@@ -1,4 +1,4 @@
-"""Rules a JSON schema cannot say: env names the suite owns, backend/model pairs, old file formats.
+"""Rules a JSON schema cannot say: env names the suite owns, model sizes and backends, old file formats.
 
 Each check takes plain (placeholder-resolved) JSON and returns problems, so all of them run even
 when the pydantic model rejects some other block.
@@ -11,6 +11,8 @@ from typing import Any
 
 from cvs_tasks.config.errors import ConfigError, Problem, join_path
 from cvs_tasks.config.placeholders import CHANGEME
+from cvs_tasks.config.sweep import Combo
+from cvs_tasks.families import megatron_family, model_size_of, size_problem
 from cvs_tasks.identifiers import identifier_problem, looks_like_secret_env
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -88,7 +90,7 @@ def env_problems(config: dict[str, Any]) -> tuple[list[Problem], list[str]]:
 
 
 def container_problems(config: dict[str, Any]) -> list[Problem]:
-    """A docker container needs a name; Llama 3.1 405B only runs on Primus."""
+    """A docker container needs a name; container name and image are identifiers."""
     container = config.get("container") if isinstance(config.get("container"), dict) else {}
     problems: list[Problem] = []
     runtime = container.get("runtime") if isinstance(container.get("runtime"), dict) else {}
@@ -100,13 +102,50 @@ def container_problems(config: dict[str, Any]) -> list[Problem]:
             problem = identifier_problem(kind, value)
             if problem:
                 problems.append((f"container.{key}", problem))
-    image = container.get("image")
+    return problems
+
+
+def family_problems(config: dict[str, Any], combos: list[Combo]) -> list[Problem]:
+    """What the family rows (``cvs_tasks.families``) say about the model: a ``model_size`` given for
+    a combo must be a size of its tokenizer's family, and a size only Primus builds (Llama 3.1 405B)
+    needs a Primus image."""
+    problems: list[Problem] = []
     params = config.get("train_params") if isinstance(config.get("train_params"), dict) else {}
     model = str(params.get("model_name", ""))
-    if "405b" in model.lower() and isinstance(image, str) and CHANGEME not in image and not is_primus(image):
-        problems.append(("container.image", f"{model} runs only on Primus; use a Primus image "
-                         f"(its name contains 'primus'), got {image!r}"))
+    named = model_size_of(model)
+    primus_only = f"{model} runs only on Primus" if named is not None and not named[1].megatron else ""
+    for combo in combos:
+        size = str(combo.train_params.get("model_size", ""))
+        tokenizer = str(combo.train_params.get("tokenizer_model", ""))
+        family = megatron_family(tokenizer)
+        where = _model_size_source(config, combo.cell)
+        if where is None or CHANGEME in size + tokenizer or family is None:
+            continue  # the default size, a placeholder, or a tokenizer no row knows: nothing to hold it to
+        if str(combo.train_params.get("training_script", "")).strip():
+            continue  # the user's own launcher: what it takes is unknown
+        problem = size_problem(family, size, tokenizer)
+        if problem and (where, problem) not in problems:
+            problems.append((where, problem))
+        found = family.size(size)
+        if found is not None and not found.megatron and not primus_only:
+            primus_only = f"model_size {size} of the {family.name} family runs only on Primus"
+    container = config.get("container") if isinstance(config.get("container"), dict) else {}
+    image = container.get("image")
+    if primus_only and isinstance(image, str) and CHANGEME not in image and not is_primus(image):
+        problems.append(("container.image", f"{primus_only}; use a Primus image (its name contains 'primus'), "
+                         f"got {image!r}"))
     return problems
+
+
+def _model_size_source(config: dict[str, Any], cell: str) -> str | None:
+    """Where a combo's model_size was given (its sweep overlay, else train_params), None: the default."""
+    sweep = config.get("sweep") if isinstance(config.get("sweep"), dict) else {}
+    combinations = sweep.get("combinations") if isinstance(sweep.get("combinations"), dict) else {}
+    overlay = combinations.get(cell)
+    if isinstance(overlay, dict) and "model_size" in overlay:
+        return join_path(join_path("sweep.combinations", cell), "model_size")
+    params = config.get("train_params")
+    return "train_params.model_size" if isinstance(params, dict) and "model_size" in params else None
 
 
 def checkpoint_problems(config: dict[str, Any]) -> list[Problem]:

@@ -16,7 +16,7 @@ from cvs_tasks.run.records import combo_dir
 DEFAULT_COMBO = "default"
 KEY_PATTERN = re.compile(r"\AMBS=([^,]+),GBS=([^,]+),PRECISION=([^,]+)\Z")
 KNOWN_PRECISIONS = ("FP8", "BF16", "FP16", "MXFP8", "MXFP4")
-"""Every precision some launcher knows (jobs.families); anything else would silently train FP8."""
+"""Every precision some launcher knows (cvs_tasks/families.py); anything else would silently train FP8."""
 FORCED = ("micro_batch_size", "global_batch_size", "precision")
 TRAIN_PARAM_DEFAULTS = {
     "tokenizer_model": "meta-llama/Llama-3.1-70B",

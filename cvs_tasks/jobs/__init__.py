@@ -19,7 +19,6 @@ from cvs_tasks.jobs.cleanup import (
     parse_showpids,
     stop_job_command,
 )
-from cvs_tasks.jobs.families import FAMILIES, MegatronFamily, megatron_family, precision_env
 from cvs_tasks.jobs.launch import build_launch, dry_run_by_node, render_dry_run
 from cvs_tasks.jobs.nic import (
     check_hca,
@@ -46,11 +45,9 @@ from cvs_tasks.jobs.tokenizer import (
 )
 
 __all__ = [
-    "FAMILIES",
     "JobSetupError",
     "JobSpec",
     "LaunchPlan",
-    "MegatronFamily",
     "NodeLaunch",
     "build_launch",
     "check_hca",
@@ -64,7 +61,6 @@ __all__ = [
     "last_checkpoint_step",
     "latest_checkpoint_check_command",
     "local_tokenizer_path",
-    "megatron_family",
     "missing_yaml_error",
     "missing_yaml_message",
     "needs_broadcom_setup",
@@ -76,7 +72,6 @@ __all__ = [
     "checkpoint_root",
     "experiment_header",
     "pick_existing_yaml",
-    "precision_env",
     "primus_yaml_candidates",
     "render_dry_run",
     "resume_load_dir",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cvs_tasks.config.errors import Problem, join_path
-from cvs_tasks.jobs.families import MegatronFamily, megatron_family, normalise_precision
+from cvs_tasks.families import Family, megatron_family, normalise_precision
 from cvs_tasks.jobs.launcher_probe import ProbeAnswer
 from cvs_tasks.jobs.spec import PARAM_DEFAULTS
 
@@ -109,7 +109,7 @@ def _precision_where(config, combo) -> str:
     return "train_params.precision"
 
 
-def _precision_need(family: MegatronFamily, script: str, where: str, precision: str) -> Need | None:
+def _precision_need(family: Family, script: str, where: str, precision: str) -> Need | None:
     key = normalise_precision(precision)
     if key not in family.precision_needs:
         return None

@@ -8,13 +8,8 @@ launcher in the image with sed, as the reference did.
 
 from __future__ import annotations
 
+from cvs_tasks.families import GENERIC_NAMES, Family, launcher_family_names, megatron_family, precision_env
 from cvs_tasks.jobs import layout
-from cvs_tasks.jobs.families import (
-    GENERIC_NAMES,
-    MegatronFamily,
-    megatron_family,
-    precision_env,
-)
 from cvs_tasks.jobs.nic import broadcom_gid_index, needs_broadcom_setup
 from cvs_tasks.jobs.shell import (
     comment,
@@ -28,14 +23,13 @@ from cvs_tasks.jobs.shell import (
     say,
 )
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, NodeLaunch
-from cvs_tasks.jobs.tokenizer import needs_local_tokenizer
+from cvs_tasks.jobs.tokenizer import needs_local_tokenizer, tokenizer_file
 
 EXP_NAME = "megatron_training"
 _ROCM_VAR = "cvs_rocm_dir"
-_FAMILY_NAMES = "llama-3, llama-2, deepseek, mixtral, qwen3, qwen2"
 
 
-def launcher_script(job: JobSpec, family: MegatronFamily | None) -> str:
+def launcher_script(job: JobSpec, family: Family | None) -> str:
     """Absolute path of the launcher: ``train_params.training_script`` wins over the family table."""
     root = job.param("megatron_root").rstrip("/")
     override = job.param("training_script")
@@ -44,14 +38,14 @@ def launcher_script(job: JobSpec, family: MegatronFamily | None) -> str:
     if family is None:
         raise JobSetupError(
             f"train_params.tokenizer_model {job.param('tokenizer_model')!r} matches no "
-            f"Megatron-LM model family ({_FAMILY_NAMES}); set train_params.training_script to "
+            f"Megatron-LM model family ({launcher_family_names()}); set train_params.training_script to "
             f"the launcher script (relative to megatron_root {root})",
             field="train_params.tokenizer_model",
         )
     return f"{root}/{family.script}"
 
 
-def inline_assignments(job: JobSpec, family: MegatronFamily | None,
+def inline_assignments(job: JobSpec, family: Family | None,
                        precision_pairs: tuple[tuple[str, str], ...], rank: int) -> str:
     """The launcher's inline env, in §5.5 order, with the family's names; then NODE_RANK.
 
@@ -85,7 +79,7 @@ def _tokenizer_value(job: JobSpec, warnings: list[str]) -> str:
         return job.tokenizer_path
     if needs_local_tokenizer(job):
         warnings.append(
-            f"{job.param('tokenizer_model')} needs a local tokenizer.model but none was "
+            f"{job.param('tokenizer_model')} needs a local {tokenizer_file(job)} but none was "
             f"downloaded; passing the repo id (run the tokenizer stage first)"
         )
     return job.param("tokenizer_model")

@@ -1,24 +1,30 @@
-"""Tokenizer download for the Megatron-LM families whose launchers need a local tokenizer.model.
+"""Tokenizer download for the Megatron-LM families whose launchers need a local tokenizer file.
 
-Llama, Qwen and DeepSeek launchers take the HF repo id (train_deepseekv2.sh pins
-deepseek-ai/DeepSeek-V2-Lite and loads tokenizer.json through the hub); Mixtral needs the file itself. Primus
-always takes repo ids from its YAML, so it never downloads. Unlike the reference, the token is
-read from the node's file inside the command, and the result is checked (``test -s``).
+The family row says which file (``tokenizer_file``; Mixtral's ``tokenizer.model``); the other
+launchers take the HF repo id (train_deepseekv2.sh pins deepseek-ai/DeepSeek-V2-Lite and loads
+tokenizer.json through the hub). Primus always takes repo ids from its YAML, so it never downloads.
+Unlike the reference, the token is read from the node's file inside the command, and the result is
+checked (``test -s``).
 """
 
 from __future__ import annotations
 
-import re
-
+from cvs_tasks.families import megatron_family
 from cvs_tasks.jobs.shell import hf_token_export, q, say
 from cvs_tasks.jobs.spec import JobSpec
 
-_NEEDS_FILE = re.compile(r"mixtral", re.IGNORECASE)
-TOKENIZER_FILE = "tokenizer.model"
+DEFAULT_FILE = "tokenizer.model"
+"""What a download asked for a launcher that takes the repo id fetches (the SentencePiece file)."""
+
+
+def tokenizer_file(job: JobSpec) -> str:
+    """The file the job's family launcher needs on the node ("" when it takes the repo id)."""
+    family = megatron_family(job.param("tokenizer_model"))
+    return family.tokenizer_file if family else ""
 
 
 def needs_local_tokenizer(job: JobSpec) -> bool:
-    return job.backend == "megatron" and bool(_NEEDS_FILE.search(job.param("tokenizer_model")))
+    return job.backend == "megatron" and bool(tokenizer_file(job))
 
 
 def tokenizer_cache_dir(job: JobSpec) -> str:
@@ -27,7 +33,7 @@ def tokenizer_cache_dir(job: JobSpec) -> str:
 
 def local_tokenizer_path(job: JobSpec) -> str:
     """Where the download puts the file, and what the wrapper passes as TOKENIZER_MODEL."""
-    return f"{tokenizer_cache_dir(job)}/{TOKENIZER_FILE}"
+    return f"{tokenizer_cache_dir(job)}/{_download_file(job)}"
 
 
 def tokenizer_download_command(job: JobSpec) -> str:
@@ -38,7 +44,7 @@ def tokenizer_download_command(job: JobSpec) -> str:
     repo = q(job.param("tokenizer_model"))
     target_dir = q(tokenizer_cache_dir(job))
     path = local_tokenizer_path(job)
-    download_args = f"download {repo} --include {TOKENIZER_FILE} --local-dir {target_dir}"
+    download_args = f"download {repo} --include {q(_download_file(job))} --local-dir {target_dir}"
     steps = [f"mkdir -p {target_dir}"]
     if job.hf_token_path:
         token = q(job.hf_token_path)
@@ -60,3 +66,7 @@ def tokenizer_download_command(job: JobSpec) -> str:
         + " >&2; false; }; }"
     )
     return " && ".join([*steps, check])
+
+
+def _download_file(job: JobSpec) -> str:
+    return tokenizer_file(job) or DEFAULT_FILE

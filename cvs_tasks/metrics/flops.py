@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cvs_tasks.families import dims_key
+
 
 @dataclass(frozen=True)
 class ModelDims:
@@ -39,6 +41,7 @@ class ModelDims:
     mla_v_dim: int = 0
 
 
+# Model shapes by dims key; the family rows say which model names and sizes use which.
 MODELS: dict[str, ModelDims] = {
     "llama3.1_8b": ModelDims(32, 4096, 14336, 32, 8),
     "llama3.1_70b": ModelDims(80, 8192, 28672, 64, 8),
@@ -49,24 +52,15 @@ MODELS: dict[str, ModelDims] = {
         mla_v_dim=128,
     ),
 }
-_ALIASES = {
-    "llama3_8b": "llama3.1_8b", "llama3.1_8b": "llama3.1_8b", "llama-3.1-8b": "llama3.1_8b",
-    "llama3_70b": "llama3.1_70b", "llama3.3_70b": "llama3.1_70b", "70b": "llama3.1_70b",
-    "llama-3.1-70b": "llama3.1_70b", "llama-3.3-70b": "llama3.1_70b", "8b": "llama3.1_8b",
-    "llama3.1_405b": "llama3.1_405b", "llama-3.1-405b": "llama3.1_405b", "405b": "llama3.1_405b",
-    "deepseek_v2_lite": "deepseek_v2_lite", "deepseek-v2-lite": "deepseek_v2_lite",
-}
 
 
 def model_dims(name: str | None) -> ModelDims | None:
-    """Dimensions for a model name (``llama3.1_8B``, ``llama3.3_70B``, ``70B``, ...); None if unknown."""
-    if not name:
-        return None
-    key = name.strip().lower().replace(" ", "")
-    for suffix in ("-pretrain", "_pretrain"):
-        key = key.removesuffix(suffix)
-    key = _ALIASES.get(key, key)
-    return MODELS.get(key)
+    """Dimensions for a model name (``llama3.1_8B``, ``llama3.3_70B``, ``70B``, ...); None if unknown.
+
+    Which dimensions a name means is its family row's (``cvs_tasks.families``); this table only holds them.
+    """
+    key = dims_key(name)
+    return MODELS.get(key) if key else None
 
 
 def dims_from_args(args: dict[str, str], base: ModelDims | None = None) -> ModelDims | None:

@@ -1,35 +1,24 @@
 """The likely cause of a difference between what was asked and what the trainer ran, per launcher.
 
 Facts from running the real launchers (launch_contracts.md): which variable a script reads under
-another name, which it pins, which only newer images read. One row per (launcher, parameter);
-anything else gets a generic cause that names the launcher and the variable it was given.
+another name, which it pins, which only newer images read. A Megatron-LM family script's causes are
+in its family row (``cvs_tasks.families``); Primus's are below. Anything else gets a generic cause
+that names the launcher and the variable it was given.
 """
 
 from __future__ import annotations
 
-CAUSES: dict[tuple[str, str], str] = {
-    ("deepseek", "world_size"): "{script} in this image pins NNODES=1, NODE_RANK=0 and MASTER_ADDR=localhost: "
-                                "every node trained alone",
-    ("deepseek", "nnodes"): "{script} in this image pins NNODES=1: every node trained alone",
-    ("deepseek", "seq_length"): "{script} in this image reads SEQ_LEN, not SEQ_LENGTH (default 2048)",
-    ("deepseek", "recompute"): "{script} in this image reads AC (default sel: selective recompute), not RECOMPUTE",
-    ("deepseek", "train_iters"): "{script} in this image pins --exit-interval 50",
-    ("deepseek", "tensor_model_parallel_size"): "{script} in this image pins TP=1",
-    ("deepseek", "pipeline_model_parallel_size"): "{script} in this image pins PP=1",
-    ("deepseek", "micro_batch_size"): "{script} in this image pins MBS (the Feb 2025 script pins the whole run)",
-    ("deepseek", "global_batch_size"): "{script} in this image pins GBS (the Feb 2025 script pins the whole run)",
-    ("deepseek", "tokenizer"): "{script} in this image pins TOKENIZER_MODEL=deepseek-ai/DeepSeek-V2-Lite",
-    ("llama-3", "precision"): "{script} in this image does not read TE_FP4 / TE_FP8_RECIPE "
-                              "(only the 2026 script does): MXFP4 trains BF16, MXFP8 delayed-scaling FP8",
-    ("llama-3", "mock_data"): "{script} in this image ignores MOCK_DATA (the 2026 script uses mock data "
-                              "only when DATA_PATH is unset)",
-    ("llama-3", "tensor_model_parallel_size"): "{script} forces TP=1 when FSDP=1",
-    ("llama-3", "tokenizer"): "{script} in this image overrides TOKENIZER_MODEL",
-    ("primus", "seq_length"): "Primus takes seq_length from the experiment YAML when it is not passed as an override",
-    ("primus", "recompute"): "Primus takes recompute_* from the experiment YAML when it is not passed as an override",
-    ("primus", "fsdp"): "Primus takes use_torch_fsdp2 from the experiment YAML (the 70B YAML turns FSDP2 on)",
-    ("primus", "mock_data"): "the experiment YAML sets mock_data",
-    ("primus", "world_size"): "primus-cli did not get NNODES / NODE_RANK / MASTER_ADDR as the wrapper set them",
+from cvs_tasks.families import family_cause
+
+# Launchers that are not a model family: launcher -> parameter -> cause.
+LAUNCHER_CAUSES: dict[str, dict[str, str]] = {
+    "primus": {
+        "seq_length": "Primus takes seq_length from the experiment YAML when it is not passed as an override",
+        "recompute": "Primus takes recompute_* from the experiment YAML when it is not passed as an override",
+        "fsdp": "Primus takes use_torch_fsdp2 from the experiment YAML (the 70B YAML turns FSDP2 on)",
+        "mock_data": "the experiment YAML sets mock_data",
+        "world_size": "primus-cli did not get NNODES / NODE_RANK / MASTER_ADDR as the wrapper set them",
+    },
 }
 
 VARIABLE = {
@@ -43,7 +32,7 @@ VARIABLE = {
 
 def likely_cause(launcher: str, script: str, param: str) -> str:
     """Why `param` may differ, for launcher `launcher` (a family name or `primus`) run through `script`."""
-    known = CAUSES.get((launcher, param))
+    known = family_cause(launcher, param) or LAUNCHER_CAUSES.get(launcher, {}).get(param)
     if known:
         return known.format(script=script)
     return f"{script} did not pass {VARIABLE.get(param, param)} through to the trainer as the wrapper set it"

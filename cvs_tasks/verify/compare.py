@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cvs_tasks.jobs.families import megatron_family, normalise_precision
+from cvs_tasks.families import megatron_family, normalise_precision
 from cvs_tasks.jobs.spec import JobSpec
 from cvs_tasks.verify.causes import likely_cause, string_cause
 from cvs_tasks.verify.effective import BOOL_ARGS, INT_ARGS, EffectiveConfig

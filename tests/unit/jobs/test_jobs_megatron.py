@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 from jobs_factory import LOGS, SCRIPTS, make_job, with_params
 
-from cvs_tasks.jobs import JobSetupError, build_launch, megatron_family
+from cvs_tasks.families import megatron_family
+from cvs_tasks.jobs import JobSetupError, build_launch
 
 # A backslash at a line's end below is Python's line continuation: the pinned text has no break there.
 ROCM_DETECT = """\
