@@ -200,7 +200,19 @@ def model_size_of(model_name: str | None) -> tuple[Family, ModelSize] | None:
         for size in family.sizes:
             if key in size.names:
                 return family, size
-    return None
+    return _named_inside(key)
+
+
+def _named_inside(key: str) -> tuple[Family, ModelSize] | None:
+    """A listed name inside a longer model name (``llama-3.1-405b-instruct``, ``my-405b``): the longest
+    one standing as its own word, unless the name also names another family (``qwen3-8b`` is no Llama)."""
+    found = [(len(name), family, size) for family in FAMILIES for size in family.sizes for name in size.names
+             if re.search(rf"(?<![a-z0-9.]){re.escape(name)}(?![a-z0-9])", key)]
+    if not found:
+        return None
+    _, family, size = max(found, key=lambda f: f[0])
+    others = [f for f in FAMILIES if f is not family and f.pattern and re.search(f.pattern, key)]
+    return None if others else (family, size)
 
 
 def dims_key(model_name: str | None) -> str | None:

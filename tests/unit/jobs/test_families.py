@@ -230,3 +230,16 @@ def test_its_flops_are_judged_and_reported_under_its_name(falcon, tmp_path):
     assert {m["name"]: m["status"] for m in metric["metrics"]}["training.tokens_per_gpu"] == "PASS"
     html = paths["report"].read_text()
     assert "falcon_7b" in html and "TFLOP/s/GPU (recomputed)" in html
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("Llama-3.1-405B-Instruct", ("llama-3", "405")),  # a listed name inside a longer one
+    ("my-405b", ("llama-3", "405")),  # the bare size, standing as its own word
+    ("Llama-3.3-70B-Instruct", ("llama-3", "70")),
+    ("qwen3-8b", None),  # names another family: no Llama size by its "8b"
+    ("llama2-70b", None),
+    ("model-1405b", None),  # not a word of its own
+])
+def test_a_model_name_holding_a_listed_name_resolves_to_its_row(name, expected):
+    found = families.model_size_of(name)
+    assert ((found[0].name, found[1].size) if found else None) == expected
