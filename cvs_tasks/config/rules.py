@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.config.errors import ConfigError, Problem, join_path
 from cvs_tasks.config.placeholders import CHANGEME
 from cvs_tasks.identifiers import identifier_problem, looks_like_secret_env
@@ -88,11 +89,12 @@ def env_problems(config: dict[str, Any]) -> tuple[list[Problem], list[str]]:
 
 
 def container_problems(config: dict[str, Any]) -> list[Problem]:
-    """A docker container needs a name; Llama 3.1 405B only runs on Primus."""
+    """A docker container needs a name; the image's backend must run the model (405B: Primus only)."""
     container = config.get("container") if isinstance(config.get("container"), dict) else {}
     problems: list[Problem] = []
     runtime = container.get("runtime") if isinstance(container.get("runtime"), dict) else {}
-    if runtime.get("name") == "docker" and not str(container.get("name", "")).strip():
+    kind = runtimes.find(str(runtime.get("name")))  # an unknown name is the model's to report
+    if kind is not None and kind.node_docker and not str(container.get("name", "")).strip():
         problems.append(("container.name", "required for the docker runtime (the container's name on every node)"))
     for key, kind in (("name", "container name"), ("image", "image")):
         value = container.get(key)
@@ -103,9 +105,10 @@ def container_problems(config: dict[str, Any]) -> list[Problem]:
     image = container.get("image")
     params = config.get("train_params") if isinstance(config.get("train_params"), dict) else {}
     model = str(params.get("model_name", ""))
-    if "405b" in model.lower() and isinstance(image, str) and CHANGEME not in image and not is_primus(image):
-        problems.append(("container.image", f"{model} runs only on Primus; use a Primus image "
-                         f"(its name contains 'primus'), got {image!r}"))
+    refused = (backends.backend_for_image(image).model_problem(model)
+               if isinstance(image, str) and CHANGEME not in image else None)
+    if refused:
+        problems.append(("container.image", f"{refused}, got {image!r}"))
     return problems
 
 
@@ -128,7 +131,3 @@ def checkpoint_problems(config: dict[str, Any]) -> list[Problem]:
         problems.append(("checkpoint.resume_iters", f"{resume} must be greater than save_iters {save} "
                          "so the resume phase trains past the checkpoint"))
     return problems
-
-
-def is_primus(image: str) -> bool:
-    return "primus" in image.lower()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from cvs_tasks import backends
 from cvs_tasks.jobs.shell import hf_token_export, q, say
 from cvs_tasks.jobs.spec import JobSpec
 
@@ -18,7 +19,7 @@ TOKENIZER_FILE = "tokenizer.model"
 
 
 def needs_local_tokenizer(job: JobSpec) -> bool:
-    return job.backend == "megatron" and bool(_NEEDS_FILE.search(job.param("tokenizer_model")))
+    return backends.get(job.backend).local_tokenizer and bool(_NEEDS_FILE.search(job.param("tokenizer_model")))
 
 
 def tokenizer_cache_dir(job: JobSpec) -> str:
