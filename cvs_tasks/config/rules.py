@@ -93,8 +93,8 @@ def container_problems(config: dict[str, Any]) -> list[Problem]:
     container = config.get("container") if isinstance(config.get("container"), dict) else {}
     problems: list[Problem] = []
     runtime = container.get("runtime") if isinstance(container.get("runtime"), dict) else {}
-    kind = runtimes.find(str(runtime.get("name")))  # an unknown name is the model's to report
-    if kind is not None and kind.node_docker and not str(container.get("name", "")).strip():
+    named = runtimes.find(str(runtime.get("name")))  # an unknown name is the model's to report
+    if named is not None and named.node_docker and not str(container.get("name", "")).strip():
         problems.append(("container.name", "required for the docker runtime (the container's name on every node)"))
     for key, kind in (("name", "container name"), ("image", "image")):
         value = container.get(key)

@@ -2,9 +2,9 @@
 
 Used by smoke, both checkpoint phases and every training combo, so the sequence is written
 once: find the backend's experiment file (the Primus YAML), set up the Broadcom NIC library
-(where the backend needs it: distributed Megatron-LM), write
-the per-node wrapper scripts (0700), snapshot each node's health, launch them detached, watch,
-stop what is still running, kill leftover GPU processes, snapshot health again and judge it.
+where the backend needs it (distributed Megatron-LM), write the per-node wrapper scripts (0700),
+snapshot each node's health, launch them detached, watch, stop what is still running, kill
+leftover GPU processes, snapshot health again and judge it.
 """
 
 from __future__ import annotations

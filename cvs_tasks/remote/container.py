@@ -332,5 +332,5 @@ def runtime_for(hosts: Hosts, container_spec: Any, *, run_id: str, owner: str, n
     names the class (BadInput naming the known runtimes for any other name)."""
     spec = (container_spec if isinstance(container_spec, dc.ContainerSpec)
             else dc.container_spec(container_spec))
-    kind: type[Runtime] = runtimes.get(spec.runtime).container_type()
-    return kind.for_run(hosts, spec, run_id=run_id, owner=owner, nnodes=nnodes, timeouts=timeouts, retry=retry)
+    cls: type[Runtime] = runtimes.get(spec.runtime).container_type()
+    return cls.for_run(hosts, spec, run_id=run_id, owner=owner, nnodes=nnodes, timeouts=timeouts, retry=retry)
