@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.layout import layout_problems
 from cvs_tasks.errors import BadInput
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from cvs_tasks.config import Cluster, Combo, HostSpec, Suite
 
 SuiteName = Literal["single", "distributed"]
-BACKEND_LABEL = {"megatron": "Megatron-LM", "primus": "Primus"}
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,12 @@ class RunPlan:
 
     @property
     def backend(self) -> str:
+        """The backend's name (``cvs_tasks.backends.get`` gives the object)."""
         return self.suite.backend
 
     @property
     def backend_label(self) -> str:
-        return BACKEND_LABEL.get(self.suite.backend, self.suite.backend)
+        return backends.get(self.suite.backend).label
 
     @property
     def distributed(self) -> bool:
@@ -155,12 +156,6 @@ def ready_or_refused(plan: RunPlan) -> tuple[object | None, list[str]]:
     return check_launcher(plan)
 
 
-# scheduler.container -> the suite's container.runtime.name it goes with
-SCHEDULED_RUNTIME = {"docker": "docker", "none": "host", "pyxis": "pyxis"}
-# runtimes whose job processes share the node's process table (no pid namespace of their own)
-HOST_PID_RUNTIMES = ("host", "pyxis")
-
-
 def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:
     check_scheduled_runtime(suite, cluster)
     check_runtime_settings(suite)
@@ -175,13 +170,15 @@ def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = No
 def check_scheduled_runtime(suite: Suite, cluster: Cluster) -> None:
     """A Slurm cluster's ``scheduler.container`` and the suite's runtime must say the same thing."""
     spec = cluster.scheduler
-    if spec is None:
-        if suite.config.container.runtime.name == "pyxis":
-            raise BadInput(f"{suite.config_path}: container.runtime.name 'pyxis' needs a Slurm cluster file "
-                           "(scheduler.container pyxis); over SSH use docker or host")
-        return
-    wanted = SCHEDULED_RUNTIME[spec.container]
     actual = suite.config.container.runtime.name
+    if spec is None:
+        kind = runtimes.get(actual)
+        if kind.slurm_only:
+            raise BadInput(f"{suite.config_path}: container.runtime.name {actual!r} needs a Slurm cluster file "
+                           f"(scheduler.container {kind.scheduler_container}); over SSH use "
+                           f"{runtimes.spoken(runtimes.over_ssh())}")
+        return
+    wanted = runtimes.for_scheduler(spec.container).name
     if actual != wanted:
         raise BadInput(f"{cluster.path}: scheduler.container is {spec.container!r} but "
                        f"{suite.config_path} runs container.runtime.name {actual!r}; "

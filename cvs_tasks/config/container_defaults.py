@@ -43,11 +43,13 @@ FLAGS = {"network": "--network", "ipc": "--ipc", "privileged": "--privileged", "
          "devices": "--device", "group_add": "--group-add", "ulimit": "--ulimit", "cap_add": "--cap-add",
          "security_opt": "--security-opt"}
 LIST_KEYS = frozenset({"devices", "group_add", "ulimit", "cap_add", "security_opt"})
+NODE_NAMESPACE = "host"  # docker's --network / --ipc value: share the node's own (not the host runtime)
 
 CONTAINER_DEFAULTS: tuple[ContainerDefault, ...] = (
-    ContainerDefault("network", "host", "RCCL and the trainers' rendezvous use the node's own NICs and addresses"),
-    ContainerDefault("ipc", "host", "a node's ranks share memory through /dev/shm; the host's is not capped at "
-                                    "Docker's 64 MB"),
+    ContainerDefault("network", NODE_NAMESPACE,
+                     "RCCL and the trainers' rendezvous use the node's own NICs and addresses"),
+    ContainerDefault("ipc", NODE_NAMESPACE, "a node's ranks share memory through /dev/shm; the host's is not capped at "
+                                            "Docker's 64 MB"),
     ContainerDefault("privileged", True, "the NIC library copy and GPU/NIC settings write where an unprivileged "
                                          "container may not (as the reference runs)"),
     ContainerDefault("shm_size", SHM_SIZE, "only when ipc is not host: a private /dev/shm must hold the ranks' "
@@ -130,7 +132,8 @@ def merge_defaults(args: Mapping[str, Any] | None) -> tuple[dict[str, Any], list
         if d.id in omit:
             outcomes.append((d, "omitted"))
             continue
-        if d.key == "shm_size" and merged.get("shm_size") is None and (merged.get("ipc") or "host") == "host":
+        ipc = merged.get("ipc") or NODE_NAMESPACE
+        if d.key == "shm_size" and merged.get("shm_size") is None and ipc == NODE_NAMESPACE:
             outcomes.append((d, "not needed (ipc host)"))
             continue
         given = _provided(d, merged)

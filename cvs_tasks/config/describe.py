@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.config.cluster import Cluster
 from cvs_tasks.config.container_defaults import describe_defaults
 from cvs_tasks.config.load import Suite
 from cvs_tasks.config.redact import redact
 
 SuiteKind = Literal["single", "distributed"]
-BACKEND_LABELS = {"megatron": "Megatron-LM", "primus": "Primus"}
 
 
 def guess_suite_kind(config_path: Path, host_count: int | None) -> tuple[SuiteKind, list[str]]:
@@ -57,12 +57,12 @@ def effective_config(suite: Suite) -> dict[str, Any]:
 
 
 def shown_config(suite: Suite) -> dict[str, Any]:
-    """`config.show`: the effective config, plus (docker runtime) each container default with
+    """`config.show`: the effective config, plus (docker runtime: the node's docker runs it) each container default with
     its reason and whether the config already has it, overrides it, omits it or gets it added
     (a `_` key: the output still loads as a config)."""
     shown = effective_config(suite)
     runtime = suite.config.container.runtime
-    if runtime.name == "docker":
+    if runtimes.get(runtime.name).node_docker:
         shown["_container_defaults"] = describe_defaults(runtime.args.model_dump(mode="json"))
     return shown
 
@@ -77,7 +77,7 @@ def describe_suite(suite: Suite, cluster: Cluster | None = None, *, check_local_
         "config_file": str(suite.config_path),
         "threshold_file": str(suite.threshold_path) if suite.threshold_path else None,
         "suite": kind,
-        "backend": BACKEND_LABELS[suite.backend],
+        "backend": backends.get(suite.backend).label,
         "gpu_name": suite.config.gpu_name,
         "gpus_per_node": suite.config.gpus_per_node,
         "image": suite.config.container.image,

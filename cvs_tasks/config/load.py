@@ -12,8 +12,9 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from cvs_tasks import backends
 from cvs_tasks.config.cluster import Cluster, resolved_username
 from cvs_tasks.config.errors import ConfigError, Problem, did_you_mean, is_under, join_path
 from cvs_tasks.config.files import read_object
@@ -37,7 +38,6 @@ from cvs_tasks.config.rules import (
     container_problems,
     env_problems,
     family_problems,
-    is_primus,
     reject_old_formats,
 )
 from cvs_tasks.config.sweep import DEFAULT_COMBO, Combo, build_combos, cell_coverage
@@ -61,8 +61,11 @@ class Suite:
     thresholds: dict[str, dict[str, ThresholdSpec]]
     combos: list[Combo]
     warnings: list[str] = field(default_factory=list)
-    backend: Literal["megatron", "primus"] = "megatron"
+    backend: str = field(default_factory=lambda: backends.fallback().name)  # chosen by the image
     files_hash: str = ""
+
+    def __post_init__(self) -> None:
+        backends.get(self.backend)  # a registered backend's name, or BadInput naming the known ones
 
     @property
     def combo_ids(self) -> list[str]:
@@ -147,7 +150,7 @@ def load_suite(config_path: Path | str, cluster: Cluster | None = None) -> Suite
         thresholds=thresholds,
         combos=combos,
         warnings=warnings,
-        backend="primus" if is_primus(config.container.image) else "megatron",
+        backend=backends.backend_for_image(config.container.image).name,
         files_hash=hashlib.sha256(config_bytes + threshold_bytes).hexdigest(),
     )
 
@@ -200,6 +203,8 @@ def _coverage(combos: list[Combo], sweep: Any, thresholds: dict[str, Any]) -> li
 def _advice(config: SuiteConfig) -> list[str]:
     """Things that load fine but probably do not do what the user wants."""
     notes: list[str] = []
-    if config.checkpoint.enforce and not is_primus(config.container.image):
-        notes.append("checkpoint.enforce is true but the image is not Primus; the checkpoint stage will be skipped")
+    backend = backends.backend_for_image(config.container.image)
+    if config.checkpoint.enforce and not backend.checkpoint_test:
+        notes.append(f"checkpoint.enforce is true but the image is not {backends.labels_with('checkpoint_test')}; "
+                     "the checkpoint stage will be skipped")
     return notes

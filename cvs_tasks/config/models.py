@@ -10,11 +10,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from cvs_tasks import runtimes
 from cvs_tasks.config.container_defaults import DEFAULT_IDS
 from cvs_tasks.config.sweep import precision_problem_of
+from cvs_tasks.config.validation import one_of
 from cvs_tasks.identifiers import ASCII_DECIMAL, is_ascii_positive_int
 
 GPU_NAMES = ("MI300X", "MI325X", "MI355X")
+RuntimeName = one_of(runtimes.names)  # a registered runtime (cvs_tasks.runtimes)
 
 
 def _number_as_text(value: Any) -> Any:
@@ -102,10 +105,7 @@ class RuntimeArgs(Block):
 
 
 class Runtime(Block):
-    name: Literal["docker", "host", "pyxis"] = Field(
-        description="docker: one container per node; host: run directly on the node (no container); "
-                    "pyxis: Slurm steps in a pyxis/enroot container (needs scheduler.container pyxis)."
-    )
+    name: RuntimeName = Field(description="; ".join(f"{k.name}: {k.summary}" for k in runtimes.ROWS) + ".")
     args: RuntimeArgs = Field(default_factory=RuntimeArgs, description="docker run options (docker runtime only).")
 
 

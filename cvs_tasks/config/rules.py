@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.config.errors import ConfigError, Problem, join_path
 from cvs_tasks.config.placeholders import CHANGEME
 from cvs_tasks.config.sweep import Combo
@@ -94,7 +95,8 @@ def container_problems(config: dict[str, Any]) -> list[Problem]:
     container = config.get("container") if isinstance(config.get("container"), dict) else {}
     problems: list[Problem] = []
     runtime = container.get("runtime") if isinstance(container.get("runtime"), dict) else {}
-    if runtime.get("name") == "docker" and not str(container.get("name", "")).strip():
+    named = runtimes.find(str(runtime.get("name")))  # an unknown name is the model's to report
+    if named is not None and named.node_docker and not str(container.get("name", "")).strip():
         problems.append(("container.name", "required for the docker runtime (the container's name on every node)"))
     for key, kind in (("name", "container name"), ("image", "image")):
         value = container.get(key)
@@ -112,8 +114,11 @@ def family_problems(config: dict[str, Any], combos: list[Combo]) -> list[Problem
     problems: list[Problem] = []
     params = config.get("train_params") if isinstance(config.get("train_params"), dict) else {}
     model = str(params.get("model_name", ""))
+    container = config.get("container") if isinstance(config.get("container"), dict) else {}
+    image = container.get("image")
+    backend = backends.backend_for_image(image) if isinstance(image, str) and CHANGEME not in image else None
     named = model_size_of(model)
-    primus_only = f"{model} runs only on Primus" if named is not None and not named[1].megatron else ""
+    refused = backend.size_problem(model, named[1]) if backend is not None and named is not None else None
     for combo in combos:
         size = str(combo.train_params.get("model_size", ""))
         tokenizer = str(combo.train_params.get("tokenizer_model", ""))
@@ -127,13 +132,10 @@ def family_problems(config: dict[str, Any], combos: list[Combo]) -> list[Problem
         if problem and (where, problem) not in problems:
             problems.append((where, problem))
         found = family.size(size)
-        if found is not None and not found.megatron and not primus_only:
-            primus_only = f"model_size {size} of the {family.name} family runs only on Primus"
-    container = config.get("container") if isinstance(config.get("container"), dict) else {}
-    image = container.get("image")
-    if primus_only and isinstance(image, str) and CHANGEME not in image and not is_primus(image):
-        problems.append(("container.image", f"{primus_only}; use a Primus image (its name contains 'primus'), "
-                         f"got {image!r}"))
+        if found is not None and backend is not None and refused is None:
+            refused = backend.size_problem(f"model_size {size} of the {family.name} family", found)
+    if refused:
+        problems.append(("container.image", f"{refused}, got {image!r}"))
     return problems
 
 
@@ -167,7 +169,3 @@ def checkpoint_problems(config: dict[str, Any]) -> list[Problem]:
         problems.append(("checkpoint.resume_iters", f"{resume} must be greater than save_iters {save} "
                          "so the resume phase trains past the checkpoint"))
     return problems
-
-
-def is_primus(image: str) -> bool:
-    return "primus" in image.lower()

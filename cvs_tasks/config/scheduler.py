@@ -11,8 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cvs_tasks import runtimes
+from cvs_tasks.config.validation import one_of
+
 _TIME = re.compile(r"\A(?:\d+-)?\d{1,2}(?::\d{2}){0,2}\Z|\A\d+\Z|\AUNLIMITED\Z|\Ainfinite\Z")
 _NAME = re.compile(r"\A[A-Za-z0-9_.,\[\]-]+\Z")
+SchedulerContainer = one_of(runtimes.scheduler_values)  # names the runtime it runs (cvs_tasks.runtimes)
 
 
 class SchedulerSpec(BaseModel):
@@ -29,8 +33,9 @@ class SchedulerSpec(BaseModel):
     time: str | None = Field(None, description="Time limit of a requested allocation, e.g. 00:30:00.")
     nodelist: str | None = Field(None, description="Nodes to request, e.g. gpu[01-04] (salloc --nodelist).")
     exclude: str | None = Field(None, description="Nodes never to use (salloc --exclude).")
-    container: Literal["docker", "pyxis", "none"] = Field(
-        "docker", description="docker run on each node, pyxis (srun --container-image) or none (on the node).")
+    container: SchedulerContainer = Field(
+        runtimes.get(runtimes.DEFAULT).scheduler_container,
+        description="docker run on each node, pyxis (srun --container-image) or none (on the node).")
     job_id: str | None = Field(None, description="Attach to this running allocation (default: $SLURM_JOB_ID).")
     job_name: str = Field("cvs-tasks", description="Name of a requested allocation.")
     allocation_wait_s: int = Field(300, ge=1, le=86400,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from cvs_tasks.config.errors import Problem, did_you_mean, loc_to_path
 
@@ -100,3 +101,23 @@ def _unwrap(annotation: Any) -> Any:
         if len(members) == 1:
             return _unwrap(members[0])
     return annotation
+
+
+
+def one_of(allowed: Callable[[], Sequence[str]]) -> Any:
+    """A str field type whose value must be one of ``allowed()``, a registry that may grow
+    (runtimes): checked when validating, refused with pydantic's own Literal message ("Input
+    should be 'a', 'b' or 'c'"), and listed as the schema's enum."""
+
+    def check(value: Any) -> Any:
+        names = tuple(allowed())
+        if not isinstance(value, str) or value not in names:
+            quoted = [repr(n) for n in names]
+            expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+
+    def schema(json_schema: dict[str, Any]) -> None:
+        json_schema["enum"] = list(allowed())
+
+    return Annotated[str, BeforeValidator(check), Field(json_schema_extra=schema)]

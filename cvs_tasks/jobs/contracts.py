@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cvs_tasks import backends
 from cvs_tasks.config.errors import Problem, join_path
 from cvs_tasks.families import Family, megatron_family, normalise_precision
 from cvs_tasks.jobs.launcher_probe import ProbeAnswer
@@ -24,9 +25,17 @@ if TYPE_CHECKING:
 
 
 def contract_problems(suite: Suite, *, distributed: bool) -> list[Problem]:
+    """What the suite's backend refuses at load (``Backend.contract_problems``)."""
+    return backends.get(suite.backend).contract_problems(suite, distributed=distributed)
+
+
+def launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
+    """What the suite's backend asks the image and the nodes before a run (``Backend.launcher_needs``)."""
+    return backends.get(suite.backend).launcher_needs(suite, distributed=distributed)
+
+
+def family_contract_problems(suite: Suite, *, distributed: bool) -> list[Problem]:
     """Every combo (and the smoke cell) the Megatron-LM family script cannot run as configured."""
-    if suite.backend != "megatron":
-        return []
     problems: list[Problem] = []
     config = suite.config
     pinned: set[str] = set()
@@ -71,10 +80,8 @@ class Need:
     otherwise: str = ""  # what happens when it does not hold
 
 
-def launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
+def family_launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
     """What the combos (and the smoke cell) of a Megatron-LM suite need of their family launcher."""
-    if suite.backend != "megatron":
-        return []
     config = suite.config
     needs: list[Need] = []
     for combo in suite.combos:

@@ -1,19 +1,19 @@
-"""Entry point of the builders: JobSpec -> LaunchPlan per backend, and its dry-run rendering."""
+"""Entry point of the builders: JobSpec -> the backend's LaunchPlan, and its dry-run rendering."""
 
 from __future__ import annotations
 
+from cvs_tasks import backends
 from cvs_tasks.identifiers import identifier_problem
-from cvs_tasks.jobs.megatron import build_megatron_launch
-from cvs_tasks.jobs.primus import build_primus_launch
 from cvs_tasks.jobs.shell import comment
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
 
 
-def build_launch(job: JobSpec, *, primus_yaml: str | None = None) -> LaunchPlan:
+def build_launch(job: JobSpec, *, experiment: str | None = None) -> LaunchPlan:
     """Build every node's wrapper and launch command; raises JobSetupError when none can be built.
 
-    ``primus_yaml`` is the experiment YAML found by ``yaml_check_command`` (relative to
-    primus_root); without it the first candidate is used (fine for a dry run).
+    ``experiment`` is the experiment file the backend found in the image (``Backend.experiment``;
+    Primus: the YAML ``yaml_check_command`` found, relative to primus_root); without it the
+    backend's first choice is used (fine for a dry run).
     """
     for kind, value in (("label", job.label), ("run id", job.run_id)):
         problem = identifier_problem(kind, value)
@@ -26,12 +26,7 @@ def build_launch(job: JobSpec, *, primus_yaml: str | None = None) -> LaunchPlan:
         raise JobSetupError(f"job '{job.label}' has {job.iterations} training iterations; set "
                             f"train_params.training_iterations to a positive number",
                             field="train_params.training_iterations")
-    if job.backend == "megatron":
-        return build_megatron_launch(job)
-    if job.backend == "primus":
-        return build_primus_launch(job, primus_yaml)
-    raise JobSetupError(f"unknown backend {job.backend!r} (expected megatron or primus)",
-                        field="container.image")
+    return backends.get(job.backend).build_launch(job, experiment)
 
 
 def dry_run_by_node(plan: LaunchPlan) -> list[list[str]]:

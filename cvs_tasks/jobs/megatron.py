@@ -8,6 +8,7 @@ launcher in the image with sed, as the reference did.
 
 from __future__ import annotations
 
+from cvs_tasks import runtimes
 from cvs_tasks.families import GENERIC_NAMES, Family, launcher_family_names, megatron_family, precision_env
 from cvs_tasks.jobs import layout
 from cvs_tasks.jobs.nic import broadcom_gid_index, needs_broadcom_setup
@@ -122,7 +123,7 @@ def wrapper_script(job: JobSpec, rank: int, warnings: list[str]) -> str:
         f"export EXP_NAME={EXP_NAME}",
         "export TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
     ]
-    if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
+    if runtimes.get(job.runtime).wrapper_exports_env:  # no `docker run -e`: the wrapper exports the env
         env_lines, env_warnings = env_export_lines(job.env)
         lines += env_lines
         warnings += [w for w in env_warnings if w not in warnings]
@@ -155,5 +156,5 @@ def build_megatron_launch(job: JobSpec) -> LaunchPlan:
             pid_path=layout.pid_path(job, rank),
             console_path=log_path,
         ))
-    return LaunchPlan(backend="megatron", label=job.label, combo_log_dir=layout.combo_log_dir(job),
+    return LaunchPlan(backend=job.backend, label=job.label, combo_log_dir=layout.combo_log_dir(job),
                       prepare=layout.prepare_commands(job), nodes=nodes, warnings=warnings)

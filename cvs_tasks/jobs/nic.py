@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from cvs_tasks import backends
 from cvs_tasks.jobs.shell import q, say
 from cvs_tasks.jobs.spec import PARAM_DEFAULTS, JobSetupError, JobSpec
 
@@ -32,9 +33,9 @@ def is_broadcom(nic_type: str) -> bool:
 
 
 def needs_broadcom_setup(job: JobSpec) -> bool:
-    """Only distributed Megatron-LM jobs on Broadcom/Thor NICs copy the host libbnxt."""
+    """Only distributed jobs of a backend that needs it (Megatron-LM) on Broadcom/Thor NICs copy the host libbnxt."""
     return (
-        job.backend == "megatron"
+        backends.get(job.backend).broadcom_nic_setup
         and job.distributed
         and is_broadcom(nic_type_for(job.gpu_name, job.train_params))
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from cvs_tasks import runtimes
 from cvs_tasks.jobs import layout
 from cvs_tasks.jobs.shell import (
     comment,
@@ -240,7 +241,7 @@ def wrapper_script(job: JobSpec, rank: int, yaml_path: str, warnings: list[str])
     if workspace:
         exports = workspace_exports(workspace)
         lines += [f"export {name}={q(value) if value else EMPTY}" for name, value in exports.items()]
-    if job.runtime in ("host", "pyxis"):  # no `docker run -e`: the wrapper exports the env itself
+    if runtimes.get(job.runtime).wrapper_exports_env:  # no `docker run -e`: the wrapper exports the env
         env_lines, env_warnings = env_export_lines(job.env)
         lines += env_lines
         warnings += [w for w in env_warnings if w not in warnings]
@@ -281,5 +282,5 @@ def build_primus_launch(job: JobSpec, primus_yaml: str | None = None) -> LaunchP
             pid_path=layout.pid_path(job, rank),
             console_path=console,
         ))
-    return LaunchPlan(backend="primus", label=job.label, combo_log_dir=layout.combo_log_dir(job),
+    return LaunchPlan(backend=job.backend, label=job.label, combo_log_dir=layout.combo_log_dir(job),
                       prepare=layout.prepare_commands(job), nodes=nodes, warnings=warnings)

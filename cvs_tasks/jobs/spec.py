@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.config.sweep import TRAIN_PARAM_DEFAULTS
 from cvs_tasks.errors import BadInput
-
-Backend = Literal["megatron", "primus"]
-Runtime = Literal["docker", "host", "pyxis"]
 
 # train_params defaults (behaviour reference §1.5): the config's, plus where the jobs find things.
 PARAM_DEFAULTS: Mapping[str, str] = {
@@ -44,19 +41,20 @@ class JobSetupError(BadInput):
 class JobSpec:
     """One fully resolved training job (one combo, or smoke / checkpoint phase / tokenizer check).
 
-    ``env`` is container.env plus NNODES: already inside the container for ``docker``; the wrapper
-    exports it itself for ``host``. ``hf_token_path`` names a 0600 file on the node (same path in
-    the container); the token is read from it at run time only. Primus checkpoint phases:
+    ``env`` is container.env plus NNODES: already inside a docker container (``docker run -e``);
+    the wrapper exports it itself where the runtime says so (``wrapper_exports_env``: host, pyxis).
+    ``hf_token_path`` names a 0600 file on the node (same path in the container); the token is
+    read from it at run time only. Primus checkpoint phases:
     ``save_dir`` is the checkpoint directory (PRIMUS_WORKSPACE; set in both phases),
     ``save_interval`` makes it the save phase (``--save --save_interval K``), ``load_dir`` the
     resume phase (``--load <load_dir>``, normally ``resume_load_dir(save_dir)``).
     """
 
-    backend: Backend
+    backend: str  # a registered backend's name (cvs_tasks.backends)
     label: str
     gpu_name: str
     image: str
-    runtime: Runtime
+    runtime: str  # a registered runtime's name (cvs_tasks.runtimes)
     nnodes: int
     distributed: bool
     mbs: str
@@ -75,6 +73,14 @@ class JobSpec:
     save_interval: int | None
     load_dir: str | None
     run_id: str
+
+    def __post_init__(self) -> None:
+        if backends.find(self.backend) is None:
+            raise JobSetupError(f"job '{self.label}': unknown backend {self.backend!r} "
+                                f"(known: {', '.join(backends.names())})", field="container.image")
+        if runtimes.find(self.runtime) is None:
+            raise JobSetupError(f"job '{self.label}': unknown runtime {self.runtime!r} "
+                                f"(known: {', '.join(runtimes.names())})", field="container.runtime.name")
 
     def param(self, key: str) -> str:
         """A train_params value, falling back to the documented default ("" if none)."""
@@ -119,7 +125,7 @@ class NodeLaunch:
 class LaunchPlan:
     """The built job: run ``prepare`` on every node (on the host), write each node's script, launch."""
 
-    backend: Backend
+    backend: str
     label: str
     combo_log_dir: str
     prepare: list[str]

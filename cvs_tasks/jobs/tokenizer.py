@@ -9,6 +9,7 @@ checked (``test -s``).
 
 from __future__ import annotations
 
+from cvs_tasks import backends
 from cvs_tasks.families import megatron_family
 from cvs_tasks.jobs.shell import hf_token_export, q, say
 from cvs_tasks.jobs.spec import JobSpec
@@ -24,7 +25,7 @@ def tokenizer_file(job: JobSpec) -> str:
 
 
 def needs_local_tokenizer(job: JobSpec) -> bool:
-    return job.backend == "megatron" and bool(tokenizer_file(job))
+    return backends.get(job.backend).local_tokenizer and bool(tokenizer_file(job))
 
 
 def tokenizer_cache_dir(job: JobSpec) -> str:

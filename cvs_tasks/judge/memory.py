@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from cvs_tasks import backends
 from cvs_tasks.run.records import MetricRow
 
 METRIC = "training.mem_usage"
@@ -19,9 +20,10 @@ REASON = ("recorded, not gated: Primus memory use (hip usage_ratio) is not what 
 
 
 def ungated_specs(cell: Mapping[str, Any] | None, backend: str) -> tuple[Mapping[str, Any] | None, set[str]]:
-    """(the cell with the specs this backend records only turned into ``info``, their names)."""
+    """(the cell with the specs this backend records only turned into ``info``, their names);
+    ``backend`` records an optional memory spec only when it says so (``memory_record_only``)."""
     spec = cell.get(METRIC) if cell else None
-    if backend != "primus" or spec is None or not getattr(spec, "optional", False):
+    if not backends.get(backend).memory_record_only or spec is None or not getattr(spec, "optional", False):
         return cell, set()
     if getattr(spec, "kind", None) in ("info", "baseline"):
         return cell, set()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from cvs_tasks import backends
 from cvs_tasks.run.records import MetricRow
 
 SUFFIX = " (ROCm CVS)"
@@ -38,11 +39,26 @@ def _finite(x: Any) -> bool:
 
 
 def reference_numbers(iterations: Sequence[Any], summary: Mapping[str, float],
-                      backend: str) -> dict[str, dict[str, Any]]:
+                      backend: str, dialect: str | None = None) -> dict[str, dict[str, Any]]:
     """metric -> {"value": number or None, "how": how the reference got it}; ``iterations`` in step
-    order (objects with the ``Iteration`` fields), ``summary`` the launcher summary lines."""
-    return {metric: (_primus(iterations, metric) if backend == "primus" else _megatron(iterations, summary, metric))
-            for metric in SUMMARY_LABELS}
+    order (objects with the ``Iteration`` fields), ``summary`` the launcher summary lines.
+
+    The aggregation is the backend's (``Backend.reference_numbers``); a log read in another
+    backend's dialect than the run's (``dialect``, as the parser found it) is aggregated as that
+    backend's logs are."""
+    run = backends.get(backend)
+    chosen = run if dialect in (None, run.dialect) else (backends.for_dialect(dialect) or run)
+    return chosen.reference_numbers(iterations, summary)
+
+
+def megatron_numbers(iterations: Sequence[Any], summary: Mapping[str, float]) -> dict[str, dict[str, Any]]:
+    """The reference's Megatron-LM aggregation: the launcher's summary lines, else the mean per step."""
+    return {metric: _megatron(iterations, summary, metric) for metric in SUMMARY_LABELS}
+
+
+def primus_numbers(iterations: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The reference's Primus aggregation: the running average of the last step, else its value."""
+    return {metric: _primus(iterations, metric) for metric in SUMMARY_LABELS}
 
 
 def _megatron(iterations: Sequence[Any], summary: Mapping[str, float], metric: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from cvs_tasks import runtimes
 from cvs_tasks.errors import CvsError
 from cvs_tasks.history.outliers import NodeSmoke, find_outliers
 from cvs_tasks.lifecycle.jobrun import run_job
@@ -58,7 +59,7 @@ def diagnose(session: Session) -> StageRecord:
 def _diagnose(session: Session) -> StageRecord:
     hosts = list(session.plan.hosts)
     container = session.config.container
-    if container.runtime.name == "docker" and container.lifetime != "per_run":
+    if runtimes.get(container.runtime.name).node_docker and container.lifetime != "per_run":
         return StageRecord(STAGE, "SKIPPED", reason=f"diagnose relaunches each node's container as a one-node "
                            f"container; container.lifetime {container.lifetime!r} keeps the run's own (use per_run)")
     session.say(f"diagnose: the smoke cell on each of {len(hosts)} node(s) on its own")
@@ -100,7 +101,7 @@ def _node_smoke(session: Session, index: int) -> NodeSmoke:
     address = session.plan.hosts[index].address
     try:
         one = node_session(session, index)
-        if one.config.container.runtime.name == "docker":  # the container's env holds NNODES/MASTER_ADDR:
+        if runtimes.get(one.config.container.runtime.name).node_docker:  # its env holds NNODES/MASTER_ADDR:
             [started] = one.runtime().launch()            # relaunch it as a one-node container
             if not started.ok:
                 return NodeSmoke(address, "ERROR", None, None, session.redactor(started.error or "launch failed"))
@@ -154,7 +155,7 @@ def run_diagnose(session: Session) -> int:
             try:
                 if launched:
                     records += run_stage(session, "teardown", force=True)
-                elif session.config.container.runtime.name == "docker":  # give the run its containers back
+                elif runtimes.get(session.config.container.runtime.name).node_docker:  # give the containers back
                     records += run_stage(session, "launch_container", force=True)
             except Interrupted:
                 interrupted = True

@@ -1,9 +1,10 @@
 """Start one training job on every node, watch it to the end, stop it and free the GPUs.
 
 Used by smoke, both checkpoint phases and every training combo, so the sequence is written
-once: resolve the Primus YAML, (distributed Megatron-LM) set up the Broadcom NIC library, write
-the per-node wrapper scripts (0700), snapshot each node's health, launch them detached, watch,
-stop what is still running, kill leftover GPU processes, snapshot health again and judge it.
+once: find the backend's experiment file (the Primus YAML), set up the Broadcom NIC library
+where the backend needs it (distributed Megatron-LM), write the per-node wrapper scripts (0700),
+snapshot each node's health, launch them detached, watch, stop what is still running, kill
+leftover GPU processes, snapshot health again and judge it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.errors import InfraError
 from cvs_tasks.jobs import cleanup, nic, primus
 from cvs_tasks.jobs.launch import build_launch, render_dry_run
@@ -22,7 +24,6 @@ from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
 from cvs_tasks.metrics import LogParser
-from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.remote.health import take_snapshots
 from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.verify import ConfigCheck, asked_from_job, check_effective, effective_from_arguments
@@ -58,8 +59,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     result = JobResult(job=job)
     session.runtime()  # connect first: on Slurm this binds the plan to the allocated nodes the launch uses
     try:
-        yaml = primus_experiment(session, job)[0] if job.backend == "primus" else None
-        launch = build_launch(job, primus_yaml=yaml)
+        experiment = backends.get(job.backend).experiment(session, job)
+        launch = build_launch(job, experiment=experiment)
     except JobSetupError as exc:
         result.setup_failure = str(exc)
         return result
@@ -150,7 +151,7 @@ def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
         session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
     session.say("# after the job, every node: stop what still runs (only when the job did not end by itself)")
     session.runtime().exec([cleanup.stop_job_command(n) for n in launch.nodes], timeout=60)
-    if session.config.container.runtime.name not in HOST_PID_RUNTIMES:
+    if not runtimes.get(session.config.container.runtime.name).host_pids:
         session.say("# then list the GPU processes left in the container and kill them (kill -9 <pids>, bounded wait)")
         session.runtime().exec(cleanup.gpu_pids_command(session.config.gpu.pids_command), timeout=60)
 
@@ -218,7 +219,7 @@ def primus_experiment(session: Session, job: JobSpec) -> tuple[str, dict[str, st
 
 
 def _nic_setup(session: Session, job: JobSpec) -> str | None:
-    """Broadcom/thor2 library copy + HCA check, distributed Megatron-LM only; returns a failure."""
+    """Broadcom/thor2 library copy + HCA check (``nic.needs_broadcom_setup``); returns a failure."""
     if not nic.needs_broadcom_setup(job):
         return None
     results = session.runtime().exec(nic.nic_setup_command(job), timeout=120)
@@ -262,10 +263,11 @@ def _stop(session: Session, launch: LaunchPlan) -> None:
 def _free_gpus(session: Session, result: JobResult) -> None:
     """Kill GPU processes left behind so the next combo does not start on top of them.
 
-    Only inside our own docker container: with the ``host`` runtime (and pyxis, whose containers
-    share the node's process table) every GPU process of the node is listed, other users'
-    included, so there the job's own process group (stopped above) is all that is ours to kill."""
-    if session.config.container.runtime.name in HOST_PID_RUNTIMES:
+    Only inside our own docker container: where the job's processes are in the node's process
+    table (``host_pids``: the host runtime, and pyxis, whose containers share it) every GPU process
+    of the node is listed, other users' included, so there the job's own process group (stopped
+    above) is all that is ours to kill."""
+    if runtimes.get(session.config.container.runtime.name).host_pids:
         return
     try:
         command = cleanup.gpu_pids_command(session.config.gpu.pids_command)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cvs_tasks import runtimes
 from cvs_tasks.jobs import nodedir, nodelock
 from cvs_tasks.lifecycle.node_folders import pid_alive, this_host
 from cvs_tasks.remote import Hosts, Leftover, find_leftovers, remove_leftovers
@@ -197,7 +198,8 @@ def scan_leftovers(hosts: Hosts, *, runtime: str, run_id: str | None = None, own
     """Containers (docker); per-run node folders that carry their marker, and the live wrapper
     groups (host) of those runs (when scripts_dir is known); the lock on a fixed log folder."""
     report = LeftoverReport()
-    if runtime == "docker":
+    kind = runtimes.get(runtime)
+    if kind.node_docker:
         scan = find_leftovers(hosts, owner, run_id=run_id, timeout=timeout)
         report.containers, report.errors = list(scan.found), list(scan.errors)
     if scripts_dir:
@@ -210,7 +212,7 @@ def scan_leftovers(hosts: Hosts, *, runtime: str, run_id: str | None = None, own
             else:
                 report.errors.append(r.error or f"node {node.label}: folder scan failed")
         marked = {(f.host, f.run_id) for f in report.folders}
-        if runtime in ("host", "pyxis"):
+        if kind.host_pids:
             answers = hosts.run(host_jobs_command(scripts_dir, run_id), timeout=timeout)
             for node, r in zip(hosts.nodes, answers):
                 if r.ok:  # only the jobs of runs whose folder is provably the harness's
@@ -294,7 +296,7 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
 
     check_run_flag(run)  # `--run ..` would name the parent of scripts_dir, which this removes
     cluster_obj = load_cluster(Path(cluster))
-    runtime, scripts_dir, log_dir = "docker", None, None
+    runtime, scripts_dir, log_dir = runtimes.DEFAULT, None, None
     if config:
         suite = load_suite(Path(config), cluster_obj)
         runtime = suite.config.container.runtime.name

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cvs_tasks import backends, runtimes
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
 from cvs_tasks.lifecycle.allocation import release
 from cvs_tasks.lifecycle.jobspec import job_spec
 from cvs_tasks.lifecycle.session import Session
-from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.run import NodeOutcome, StageRecord
 
 TOKEN_NAME = "hf_token"
@@ -105,9 +105,10 @@ def has_token(session: Session) -> bool:
 
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:
-    if session.plan.backend == "primus":
+    backend = backends.get(session.plan.backend)
+    if not backend.local_tokenizer:
         return StageRecord(stage="download_tokenizer", status="SKIPPED",
-                           reason="Primus takes the HF repo id from its YAML")
+                           reason=f"{backend.label} {backend.tokenizer_note}")
     first = session.plan.combos[0]
     job = job_spec(session, label="tokenizer_check", combo=first, mbs="1", gbs="1", precision="BF16", iterations=1)
     if not tok.needs_local_tokenizer(job):
@@ -146,7 +147,7 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
 def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     stopped = []
     # jobs a killed harness left running
-    if session.runtime().spec.runtime in HOST_PID_RUNTIMES and not session.dry_run:
+    if runtimes.get(session.runtime().spec.runtime).host_pids and not session.dry_run:
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)

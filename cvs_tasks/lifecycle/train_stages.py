@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from cvs_tasks import backends
 from cvs_tasks import metrics as m
 from cvs_tasks.config.placeholders import fill_run_id
 from cvs_tasks.history.entry import args_hash
@@ -146,7 +147,7 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
         )
     facts = getattr(parser, "facts", None)
     data["reference_metrics"] = reference_numbers(iterations, dict(getattr(facts, "launcher_summary", None) or {}),
-                                                  parser.dialect or session.plan.backend)
+                                                  session.plan.backend, parser.dialect)
     eval_losses = dict(getattr(getattr(parser, "facts", None), "eval_losses", None) or {})
     data["eval_losses"] = [[s, v] for s, v in sorted(eval_losses.items()) if math.isfinite(v)]
     conv = judge_convergence([(s[0], s[1], s[4]) for s in data["steps"]], eval_losses,
@@ -161,8 +162,9 @@ def _training_data(session: Session, parser, result: JobResult) -> dict:
 def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     """Primus save phase, then resume phase: the resume starts at last checkpoint + 1 with continuous loss."""
     cfg = session.config
-    if session.plan.backend != "primus":
-        return StageRecord(stage="checkpoint", status="SKIPPED", reason="checkpoint test is Primus-only")
+    if not backends.get(session.plan.backend).checkpoint_test:
+        return StageRecord(stage="checkpoint", status="SKIPPED",
+                           reason=f"checkpoint test is {backends.labels_with('checkpoint_test')}-only")
     if not cfg.checkpoint.enforce:
         return StageRecord(stage="checkpoint", status="SKIPPED", reason="checkpoint.enforce is false")
     c = cfg.checkpoint

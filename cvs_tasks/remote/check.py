@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
+from cvs_tasks import runtimes
 from cvs_tasks.remote import docker_cmd as dc
 from cvs_tasks.remote.fingerprint import drift, fingerprint_probes, parse_fingerprint
 from cvs_tasks.remote.hosts import Hosts
@@ -81,13 +82,20 @@ def _why(result: NodeResult) -> str:
 
 def _runtime_name(runtime_spec: Any) -> str:
     if runtime_spec is None:
-        return "docker"
+        return runtimes.DEFAULT
     if isinstance(runtime_spec, str):
         return runtime_spec
     if hasattr(runtime_spec, "model_dump"):
         runtime_spec = runtime_spec.model_dump()
     value = runtime_spec.get("name") if isinstance(runtime_spec, dict) else getattr(runtime_spec, "name", None)
-    return value or "docker"
+    return value or runtimes.DEFAULT
+
+
+def uses_node_docker(runtime: str) -> bool:
+    """Ask the node's docker only for a runtime that keeps its image there (a cluster file's
+    container block is not checked before `cluster.check`: an unknown name asks nothing of docker)."""
+    kind = runtimes.find(runtime)
+    return kind is not None and kind.node_docker
 
 
 PROBE_MARK = "@@cvs-check"
@@ -100,7 +108,7 @@ def probe_command(runtime: str, image: str | None, log_dir: str, visible_check: 
     the node's own process start-ups, not the checks, are what costs.
     """
     probes = []
-    if runtime == "docker":
+    if uses_node_docker(runtime):
         probes.append(("docker", dc.version_command()))
         if image:
             probes.append(("image", dc.image_present_command(image)))
@@ -176,7 +184,7 @@ def _node_check(node, result: NodeResult, runtime: str, image: str | None, log_d
                           None if code == 0 else f"exit status {code}")
 
     items = [CheckItem("ssh", True, "ok")]
-    if runtime != "docker":
+    if not uses_node_docker(runtime):
         items += [CheckItem("docker", None, f"skipped: runtime {runtime}"),
                   CheckItem("image", None, f"skipped: runtime {runtime}")]
     else:

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from cvs_tasks.errors import BadInput
+from cvs_tasks import runtimes
 from cvs_tasks.remote import docker_cmd as dc
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, NodeResult, node_error
@@ -39,6 +39,12 @@ class Runtime(ABC):
         self.spec = spec
         self.attempts: list[Attempt] = []
         self.mode: str | None = None  # launched | attached | verified | host
+
+    @classmethod
+    def for_run(cls, hosts: Hosts, spec: dc.ContainerSpec, *, run_id: str, owner: str, nnodes: int,
+                timeouts: DockerTimeouts | None = None, retry: RetryPolicy | None = None) -> Runtime:
+        """The runtime of one run (``runtime_for``); a runtime takes from the run what it uses."""
+        return cls(hosts, spec)
 
     @abstractmethod
     def launch(self) -> list[NodeResult]: ...
@@ -86,6 +92,10 @@ class DockerRuntime(Runtime):
         self.timeouts = timeouts or DockerTimeouts()
         self.retry = retry or RetryPolicy(attempts=3, first_delay=2.0)
         self._sleep = sleep
+
+    @classmethod
+    def for_run(cls, hosts, spec, *, run_id, owner, nnodes, timeouts=None, retry=None):
+        return cls(hosts, spec, run_id=run_id, owner=owner, nnodes=nnodes, timeouts=timeouts, retry=retry)
 
     # --- queries --------------------------------------------------------------------------
     def states(self, indices: Sequence[int] | None = None) -> list[tuple[str | None, str | None]]:
@@ -293,7 +303,7 @@ def _removed(result: NodeResult) -> bool:
 
 
 class HostRuntime(Runtime):
-    """``runtime.name == "host"``: commands run on the node itself under ``bash -lc``."""
+    """The ``host`` runtime: commands run on the node itself under ``bash -lc``."""
 
     def __init__(self, hosts: Hosts, spec: dc.ContainerSpec, *, check_timeout: float = 30.0):
         super().__init__(hosts, spec)
@@ -318,19 +328,9 @@ class HostRuntime(Runtime):
 
 def runtime_for(hosts: Hosts, container_spec: Any, *, run_id: str, owner: str, nnodes: int,
                 timeouts: DockerTimeouts | None = None, retry: RetryPolicy | None = None) -> Runtime:
-    """The runtime the ``container`` block asks for (``runtime.name``: docker or host)."""
+    """The runtime the ``container`` block asks for: ``runtime.name``'s row in ``cvs_tasks.runtimes``
+    names the class (BadInput naming the known runtimes for any other name)."""
     spec = (container_spec if isinstance(container_spec, dc.ContainerSpec)
             else dc.container_spec(container_spec))
-    if spec.runtime == "docker":
-        return DockerRuntime(hosts, spec, run_id=run_id, owner=owner, nnodes=nnodes,
-                             timeouts=timeouts, retry=retry)
-    if spec.runtime == "host":
-        return HostRuntime(hosts, spec)
-    if spec.runtime == "pyxis":
-        if not hasattr(hosts, "with_step_args"):
-            raise BadInput("container.runtime.name 'pyxis' runs only on a Slurm cluster file "
-                           "(scheduler.container pyxis)")
-        from cvs_tasks.remote.pyxis import PyxisRuntime
-
-        return PyxisRuntime(hosts, spec)
-    raise BadInput(f"container.runtime.name: {spec.runtime!r} is not supported (use docker, host or pyxis)")
+    cls: type[Runtime] = runtimes.get(spec.runtime).container_type()
+    return cls.for_run(hosts, spec, run_id=run_id, owner=owner, nnodes=nnodes, timeouts=timeouts, retry=retry)

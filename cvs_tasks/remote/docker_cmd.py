@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+from cvs_tasks import runtimes
 from cvs_tasks.config.container_defaults import merge_defaults
 from cvs_tasks.errors import BadInput
 from cvs_tasks.identifiers import identifier_problem, looks_like_secret_env
@@ -52,7 +53,7 @@ class ContainerSpec:
     name: str
     image: str
     lifetime: str = "per_run"
-    runtime: str = "docker"
+    runtime: str = runtimes.DEFAULT
     image_tar: str | None = None
     args: RuntimeArgs = field(default_factory=RuntimeArgs)
     env: tuple[tuple[str, str], ...] = ()
@@ -91,7 +92,9 @@ def container_spec(container: Any) -> ContainerSpec:
     """Normalise the suite's (or cluster's merged) ``container`` block; BadInput says which key."""
     runtime = _get(container, "runtime", {})
     args = _get(runtime, "args", {})
-    if str(_get(runtime, "name", "docker")) == "docker":
+    name = str(_get(runtime, "name", runtimes.DEFAULT))
+    kind = runtimes.find(name)  # an unknown name is refused by runtime_for, naming the known ones
+    if kind is not None and kind.node_docker:  # docker run options: the defaults apply
         args = merge_defaults(_plain(args))[0]
     registry = _get(args, "registry")
     reg = None
@@ -107,7 +110,7 @@ def container_spec(container: Any) -> ContainerSpec:
         name=str(_get(container, "name", "")),
         image=str(_get(container, "image", "")),
         lifetime=str(_get(container, "lifetime", "per_run")),
-        runtime=str(_get(runtime, "name", "docker")),
+        runtime=name,
         image_tar=_get(container, "image_tar"),
         args=RuntimeArgs(
             network=_get(args, "network"), ipc=_get(args, "ipc"),
@@ -137,11 +140,12 @@ def _validate(spec: ContainerSpec) -> None:
     problems = []
     if spec.lifetime not in LIFETIMES:
         problems.append(f"container.lifetime: {spec.lifetime!r} is not one of {', '.join(LIFETIMES)}")
-    if spec.runtime in ("docker", "pyxis"):
+    kind = runtimes.find(spec.runtime)
+    if kind is not None and kind.named_container:
         if not spec.name:
-            problems.append("container.name: required for the docker runtime")
+            problems.append(f"container.name: required for the {spec.runtime} runtime")
         if not spec.image:
-            problems.append("container.image: required for the docker runtime")
+            problems.append(f"container.image: required for the {spec.runtime} runtime")
         # a name or image starting with '-' would become a docker flag (`--privileged`)
         for key, kind, value in (("name", "container name", spec.name), ("image", "image", spec.image)):
             problem = identifier_problem(kind, value) if value else None

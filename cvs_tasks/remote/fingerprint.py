@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Callable
 
+from cvs_tasks import runtimes
 from cvs_tasks.remote.hosts import Hosts
 
 ROCM_PATH = 'PATH="$PATH:/opt/rocm/bin"'
@@ -109,7 +110,8 @@ PREFIX = "fp_"
 def fingerprint_probes(runtime: str, image: str | None) -> list[tuple[str, str]]:
     """(probe name, shell snippet) pairs, named ``fp_<probe>`` so they ride along other probes."""
     probes = [(PREFIX + name, cmd) for name, cmd in PROBES.items()]
-    if runtime == "docker" and image:
+    kind = runtimes.find(runtime)
+    if image and kind is not None and kind.node_docker:  # the node's docker holds the image
         probes.append((PREFIX + "image_digest", shlex.join(["docker", "image", "inspect", "--format",
                                                             IMAGE_FORMAT, image])))
     return probes

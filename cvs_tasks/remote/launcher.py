@@ -2,8 +2,9 @@
 command per node, before a run (or in ``config.validate --cluster``).
 
 The container is not up yet, so the script is read from the image itself (``docker run --rm``, no
-network, only when the image is already on the node: nothing is pulled for a check) or, with the
-``host`` runtime, from the node. The links are counted on the node's own shell.
+network, only when the image is already on the node: nothing is pulled for a check) where the
+node's docker holds the image (``node_docker``), else (the ``host`` runtime) from the node. The
+links are counted on the node's own shell.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from cvs_tasks import runtimes
 from cvs_tasks.jobs.launcher_probe import (
     MARK,
     ProbeAnswer,
@@ -37,7 +39,7 @@ def probe_commands(count: int, runtime: str, image: str, scripts: Mapping[str, S
     """Per node: node 0 reads the scripts where the job will run them; every node counts its links
     when ``links``. An empty string: nothing to ask that node."""
     script = script_probe_command(scripts) if scripts else ""
-    if script and runtime == "docker":
+    if script and runtimes.get(runtime).node_docker:
         script = in_image(image, script)
     tail = links_probe_command() if links else ""
     return ["; ".join(c for c in ((script if i == 0 else ""), tail) if c) for i in range(count)]

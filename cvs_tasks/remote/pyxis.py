@@ -1,4 +1,4 @@
-"""``runtime.name == "pyxis"``: on a Slurm allocation, every job command runs in a named
+"""The ``pyxis`` runtime: on a Slurm allocation, every job command runs in a named
 pyxis/enroot container on its node.
 
 pyxis adds ``--container-*`` options to ``srun``: the launch creates the container from the image
@@ -9,6 +9,7 @@ allocation removes them. Host-level work (folders, scripts, log reads) stays on 
 
 from __future__ import annotations
 
+from cvs_tasks.errors import BadInput
 from cvs_tasks.remote import docker_cmd as dc
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.container import Runtime, _ok
@@ -26,6 +27,13 @@ class PyxisRuntime(Runtime):
     def __init__(self, hosts: Hosts, spec: dc.ContainerSpec):
         self.node_hosts = hosts
         super().__init__(_in_container(hosts, sc.pyxis_args(spec.name, spec.args.volumes)), spec)
+
+    @classmethod
+    def for_run(cls, hosts, spec, **_run):
+        if not hasattr(hosts, "with_step_args"):
+            raise BadInput(f"container.runtime.name {spec.runtime!r} runs only on a Slurm cluster file "
+                           "(scheduler.container pyxis)")
+        return cls(hosts, spec)
 
     def launch(self):
         """Create the container on every node (an image import the first time)."""

@@ -40,7 +40,7 @@ def check(c, cluster=None, config=None, known_hosts=None, connect_timeout=None):
             container = suite.config.container.model_dump()
             log_dir = suite.config.paths.log_dir
             visible_check = suite.config.gpu.visible_check
-        runtime = (container.get("runtime") or {}).get("name", "docker")
+        runtime = (container.get("runtime") or {}).get("name")  # none: check_nodes takes the default
         bound = seconds_flag("connect-timeout", connect_timeout, 10.0)
         with connect(spec, known_hosts=known_hosts, connect_timeout=bound) as hosts:
             checks = check_nodes(hosts, runtime, container.get("image"), log_dir, visible_check)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cvs_tasks.families import megatron_family, normalise_precision
+from cvs_tasks import backends
+from cvs_tasks.families import normalise_precision
 from cvs_tasks.jobs.spec import JobSpec
 from cvs_tasks.verify.causes import likely_cause, string_cause
 from cvs_tasks.verify.effective import BOOL_ARGS, INT_ARGS, EffectiveConfig
@@ -72,19 +73,10 @@ class ConfigCheck:
 
 
 def asked_from_job(job: JobSpec, gpus_per_node: int) -> Asked:
-    """What `job` asks the trainer for (the wrapper's values), and which launcher it goes through."""
-    if job.backend == "primus":
-        launcher, script = "primus", "primus-cli"
-    else:
-        family = megatron_family(job.param("tokenizer_model"))
-        override = job.param("training_script")
-        launcher = family.name if family and not override else "generic"
-        script = (override or (family.script if family else "the launcher")).rsplit("/", 1)[-1]
-    megatron = job.backend == "megatron"
-    tokenizers = tuple(t for t in (job.tokenizer_path, job.param("tokenizer_model")) if t) if megatron else ()
+    """What `job` asks the trainer for (the wrapper's values), and which launcher it goes through
+    (the backend says: ``Backend.asked``)."""
     return Asked(
-        launcher=launcher,
-        script=script,
+        **backends.get(job.backend).asked(job),
         world_size=job.nnodes * gpus_per_node,
         nnodes=job.nnodes,
         micro_batch_size=_int(job.mbs),
@@ -96,8 +88,6 @@ def asked_from_job(job: JobSpec, gpus_per_node: int) -> Asked:
         precision=normalise_precision(job.precision),
         recompute=job.param("recompute") == "1",
         fsdp=job.param("fsdp") == "1",
-        mock_data=True if megatron else None,  # the Megatron-LM wrapper exports MOCK_DATA=1
-        tokenizers=tokenizers,
     )
 
 

@@ -144,7 +144,7 @@ def test_a_job_with_a_hostile_name_is_never_built(backend, field, value):
     from cvs_tasks.jobs.spec import JobSetupError
 
     with pytest.raises(JobSetupError):
-        build_launch(_job(backend=backend, **{field: value}), primus_yaml="examples/x.yaml")
+        build_launch(_job(backend=backend, **{field: value}), experiment="examples/x.yaml")
 
 
 @settings(max_examples=25, deadline=None)

@@ -52,14 +52,14 @@ def _run_line(script: str) -> str:
 
 
 def test_single_node_mi300x_wrapper_is_exact():
-    plan = build_launch(primus_job(), primus_yaml=YAML)
+    plan = build_launch(primus_job(), experiment=YAML)
     assert plan.combo_log_dir == LOGS
     assert plan.nodes[0].script_text == SINGLE_MI300X
     assert plan.warnings == []
 
 
 def test_launch_sends_the_launcher_console_to_console_log_not_training_log():
-    node = build_launch(primus_job(), primus_yaml=YAML).nodes[0]
+    node = build_launch(primus_job(), experiment=YAML).nodes[0]
     assert node.log_path == f"{LOGS}/out-node0/training.log"
     assert node.console_path == f"{LOGS}/out-node0/console.log"
     assert node.launch_command == (
@@ -71,14 +71,14 @@ def test_launch_sends_the_launcher_console_to_console_log_not_training_log():
 
 def test_tp_pp_come_from_train_params():
     job = with_params(primus_job(), tensor_parallelism="8", pipeline_parallelism="2")
-    line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
+    line = _run_line(build_launch(job, experiment=YAML).nodes[0].script_text)
     assert line.endswith("--tensor_model_parallel_size 8 --pipeline_model_parallel_size 2 --seq_length 8192 "
                          "--recompute_granularity None --use_torch_fsdp2 False")
 
 
 def test_tp_pp_default_to_one_when_absent():
     params = {"model_name": "llama3.1_8B"}
-    line = _run_line(build_launch(primus_job(train_params=params), primus_yaml=YAML)
+    line = _run_line(build_launch(primus_job(train_params=params), experiment=YAML)
                      .nodes[0].script_text)
     assert line.endswith("--tensor_model_parallel_size 1 --pipeline_model_parallel_size 1 --seq_length 8192 "
                          "--recompute_granularity None --use_torch_fsdp2 False")
@@ -87,14 +87,14 @@ def test_tp_pp_default_to_one_when_absent():
 def test_sweep_overlay_values_win():
     # The combo's effective train_params already carry the body overlay (4/2 over 8/2).
     job = with_params(primus_job(), tensor_parallelism="4", pipeline_parallelism="2")
-    line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
+    line = _run_line(build_launch(job, experiment=YAML).nodes[0].script_text)
     assert "--tensor_model_parallel_size 4 --pipeline_model_parallel_size 2" in line
 
 
 def test_save_phase_sets_workspace_and_save_flags():
     ckpt = "/home/alice/LOGS/megatron/ckpt_primus"
     job = primus_job(label="ckpt_save", iterations=21, save_dir=ckpt, save_interval=20)
-    script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
+    script = build_launch(job, experiment=YAML).nodes[0].script_text
     assert (
         "export NVTE_CK_IS_V3_ATOMIC_FP32=1\n"
         f"export PRIMUS_WORKSPACE={ckpt}\n"
@@ -113,7 +113,7 @@ def test_resume_phase_loads_without_saving():
     ckpt = "/home/alice/LOGS/megatron/ckpt_primus"
     job = primus_job(label="ckpt_resume", iterations=25, save_dir=ckpt,
                      load_dir=resume_load_dir(ckpt))
-    script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
+    script = build_launch(job, experiment=YAML).nodes[0].script_text
     assert f"export PRIMUS_WORKSPACE={ckpt}\n" in script
     assert _run_line(script).endswith(
         f"--pipeline_model_parallel_size 1 --seq_length 8192 --recompute_granularity None --use_torch_fsdp2 False "
@@ -123,7 +123,7 @@ def test_resume_phase_loads_without_saving():
 
 def test_resume_without_save_dir_derives_the_workspace_from_the_load_dir():
     job = primus_job(load_dir="/shared/ckpt/checkpoints", nnodes=2, distributed=True)
-    plan = build_launch(job, primus_yaml=YAML)
+    plan = build_launch(job, experiment=YAML)
     script = plan.nodes[1].script_text
     assert "export PRIMUS_WORKSPACE=/shared/ckpt\n" in script
     assert _run_line(script).endswith("--load /shared/ckpt/checkpoints --auto_detect_ckpt_format")
@@ -133,22 +133,22 @@ def test_resume_without_save_dir_derives_the_workspace_from_the_load_dir():
 
 def test_saving_without_a_checkpoint_dir_is_a_setup_error():
     with pytest.raises(JobSetupError) as err:
-        build_launch(primus_job(save_interval=20), primus_yaml=YAML)
+        build_launch(primus_job(save_interval=20), experiment=YAML)
     assert err.value.field == "checkpoint.checkpoint_dir"
 
 
 def test_no_checkpoint_env_outside_checkpoint_phases():
-    assert "PRIMUS_WORKSPACE" not in build_launch(primus_job(), primus_yaml=YAML).nodes[0].script_text
+    assert "PRIMUS_WORKSPACE" not in build_launch(primus_job(), experiment=YAML).nodes[0].script_text
 
 
 def test_mi355x_has_no_atomic_fp32_exports():
-    script = build_launch(primus_job(gpu_name="MI355X"), primus_yaml=YAML).nodes[0].script_text
+    script = build_launch(primus_job(gpu_name="MI355X"), experiment=YAML).nodes[0].script_text
     assert "ATOMIC_FP32" not in script
 
 
 def test_host_runtime_exports_env_before_cd():
     job = primus_job(runtime="host", env={"NNODES": "2", "MASTER_ADDR": "127.0.0.2"})
-    lines = build_launch(job, primus_yaml=YAML).nodes[0].script_text.splitlines()
+    lines = build_launch(job, experiment=YAML).nodes[0].script_text.splitlines()
     at = lines.index("export NVTE_CK_IS_V3_ATOMIC_FP32=1")
     assert lines[at + 1:at + 4] == [
         "export MASTER_ADDR=127.0.0.2",
@@ -160,7 +160,7 @@ def test_host_runtime_exports_env_before_cd():
 
 def test_primus_root_and_cli_come_from_train_params():
     job = with_params(primus_job(), primus_root="/opt/Primus", primus_cli="primus-cli")
-    script = build_launch(job, primus_yaml=YAML).nodes[0].script_text
+    script = build_launch(job, experiment=YAML).nodes[0].script_text
     assert "cd /opt/Primus || " in script
     assert _run_line(script).startswith("NODE_RANK=0 bash primus-cli direct ")
 
@@ -224,7 +224,7 @@ def test_missing_yaml_error_names_every_path_tried():
 def test_sequence_length_recompute_and_fsdp_are_overrides_so_the_suite_config_wins_over_the_yaml():
     job = primus_job(train_params={**primus_job().train_params, "sequence_length": "4096", "recompute": "1",
                                    "fsdp": "1"})
-    line = _run_line(build_launch(job, primus_yaml=YAML).nodes[0].script_text)
+    line = _run_line(build_launch(job, experiment=YAML).nodes[0].script_text)
     assert line.endswith("--seq_length 4096 --recompute_granularity full --recompute_method uniform "
                          "--recompute_num_layers 1 --use_torch_fsdp2 True")
 
@@ -237,14 +237,14 @@ def test_sequence_length_recompute_and_fsdp_are_overrides_so_the_suite_config_wi
 ])
 def test_each_primus_layout_gets_the_precision_the_way_it_reads_it(yaml, precision, tail):
     job = primus_job(precision=precision, label=f"MBS=4,GBS=128,PRECISION={precision}")
-    line = _run_line(build_launch(job, primus_yaml=yaml).nodes[0].script_text)
+    line = _run_line(build_launch(job, experiment=yaml).nodes[0].script_text)
     assert f"--config {yaml} " in line and line.endswith(tail)
 
 
 def test_a_precision_an_old_primus_layout_cannot_select_is_refused():
     job = primus_job(precision="MXFP8", label="MBS=4,GBS=128,PRECISION=MXFP8")
     with pytest.raises(JobSetupError) as err:
-        build_launch(job, primus_yaml="examples/megatron/configs/MI355X/llama3.1_8B-pretrain.yaml")
+        build_launch(job, experiment="examples/megatron/configs/MI355X/llama3.1_8B-pretrain.yaml")
     assert "MXFP8 cannot be selected on this image" in str(err.value)
 
 

@@ -13,8 +13,8 @@ from cvs_tasks.jobs import (
 )
 
 
-def _every_built_string(job, primus_yaml=None) -> list[str]:
-    plan = build_launch(job, primus_yaml=primus_yaml)
+def _every_built_string(job, experiment=None) -> list[str]:
+    plan = build_launch(job, experiment=experiment)
     out = [*plan.prepare, *plan.warnings, *render_dry_run(plan), nic_setup_command(job)]
     for node in plan.nodes:
         out += [node.script_text, node.launch_command, node.script_path, node.log_path,

@@ -132,7 +132,7 @@ def test_primus_worker_output_in_training_log_console_apart(tmp_path):
     (root / "runner/primus-cli").write_text(FAKE_PRIMUS_CLI)
     job = make_job(backend="primus", runtime="host", hf_token_path=None, log_dir=str(tmp_path / "logs"),
                    scripts_dir=str(tmp_path / "scripts"), env={})
-    plan = build_launch(with_params(job, primus_root=str(root)), primus_yaml="x.yaml")
+    plan = build_launch(with_params(job, primus_root=str(root)), experiment="x.yaml")
     start(plan)
     node = plan.nodes[0]
     assert wait_for(node.exit_path) == "0"
