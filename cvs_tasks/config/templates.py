@@ -67,7 +67,7 @@ def thresholds_for(config_name: str, thresholds_dir: Path | None) -> list[str]:
 
 
 def find_template(name: str, dirs: dict[str, Path] | None = None) -> Template:
-    """A template by file name; `configs/x.json`, `training/megatron/x.json` or `x.toml` also work."""
+    """A template by file name; `configs/<name>.json`, `training/megatron/x.json` or `x.toml` also work."""
     templates = list_templates("", dirs)
     wanted = Path(name).name
     if wanted.lower().endswith(".toml"):

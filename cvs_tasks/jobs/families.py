@@ -1,8 +1,8 @@
 """Megatron-LM model families: which launcher script, env names and precision env each one takes,
-and what the script pins (its launch contract, launch_contracts.md).
+and what the script pins (its launch contract, docs/launch_contracts.md#family-table).
 
 The first family whose pattern matches ``tokenizer_model`` (case-insensitive) wins, so qwen3 is
-listed before qwen2 (behaviour reference §5.5).
+listed before qwen2 (docs/launch_contracts.md#family-table).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _LLAMA_PRECISION = {
     "MXFP4": (("TE_FP4", "1"), ("TE_FP4_RECIPE", "mxfp4")),
     "MXFP8": (("TE_FP8", "1"), ("TE_FP8_RECIPE", "mxfp8")),
 }
-# launch_contracts.md: only the 2026 train_llama3.sh reads TE_FP4 and TE_FP8_RECIPE; an older one
+# docs/launch_contracts.md#llama-launcher: only the 2026 train_llama3.sh reads TE_FP4 and TE_FP8_RECIPE; an older one
 # trains MXFP4 as BF16 and MXFP8 as delayed-scaling FP8, silently. precision -> (the env name the
 # script must read for that precision to train, what a script that does not read it trains instead).
 _LLAMA_PRECISION_NEEDS = {
@@ -79,8 +79,8 @@ FAMILIES: tuple[MegatronFamily, ...] = (
                    gbs_var="BS", precision_needs=_LLAMA_PRECISION_NEEDS, data_cache_var="DATA_CACHE_PATH"),
     MegatronFamily("llama-2", r"llama-?2", "examples/llama/train_llama2.sh", _LLAMA_PRECISION,
                    gbs_var="BS", precision_needs=_LLAMA_PRECISION_NEEDS, data_cache_var="DATA_CACHE_PATH"),
-    # launch_contracts.md: reads SEQ_LEN / PAD_LEN and AC (sel|full|none), pins one node and --exit-interval 50;
-    # under `set -e` it exits before torchrun on a node with fewer than 8 RDMA links
+    # docs/launch_contracts.md#deepseek-launcher: reads SEQ_LEN / PAD_LEN and AC (sel|full|none), pins one node
+    # and --exit-interval 50; under `set -e` it exits before torchrun on a node with fewer than 8 RDMA links
     MegatronFamily("deepseek", r"deepseek", "examples/deepseek_v2/train_deepseekv2.sh",
                    _PR_PRECISION, iters_var="TRAIN_ITERS", seq_var="SEQ_LEN", pad_var="PAD_LEN",
                    recompute_var="AC", recompute_values=("none", "full"), pins_one_node=True,

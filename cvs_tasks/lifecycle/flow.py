@@ -1,4 +1,6 @@
-"""The lifecycle in the product document's pinned order, and single stages for ad hoc chaining.
+"""The lifecycle in its pinned order, and single stages for ad hoc chaining.
+
+The order is the product's (docs/product.md#stages-and-their-order).
 
 ``run_all`` walks the stage table (``run.stages``): launch -> tokenizer -> smoke -> checkpoint ->
 training[combo]... -> metric[combo]... -> loss_curve[combo]..., and always runs the ``last`` stages

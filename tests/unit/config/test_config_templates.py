@@ -1,4 +1,5 @@
-"""Packaged templates: the inventory of the product document, placeholders shipped, loading once filled."""
+"""Packaged templates: the inventory of docs/product.md#template-inventory, placeholders shipped, loading once
+filled."""
 
 from __future__ import annotations
 
