@@ -76,6 +76,7 @@ def run(runs: int = 10_000, nodes: int = 64) -> list[dict]:
 
     from cvs_tasks.history.commands import show_history
     from cvs_tasks.history.queries import RunFilter
+    from cvs_tasks.history.trend import report_trends
     from cvs_tasks.report import render_all
 
     with tempfile.TemporaryDirectory(prefix="cvs_history_bench_") as tmp:
@@ -102,7 +103,7 @@ def run(runs: int = 10_000, nodes: int = 64) -> list[dict]:
         cli_s = time.monotonic() - t
         run_dir = last_run_dir(reports, hosts, started, runs)
         t = time.monotonic()
-        html = render_all(run_dir)["report"].read_text()
+        html = render_all(run_dir, report_trends())["report"].read_text()
         rendered = time.monotonic() - t
         sparks = html.count('class="spark"')
     detail = f"{label} (filled in {built:.0f} s)"

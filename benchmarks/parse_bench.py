@@ -32,7 +32,7 @@ LINE = (" [{date} {hh:02d}:{mm:02d}:{ss:09.6f}] iteration {step:>8d}/{total:>8d}
         "number of skipped iterations: {skip:>3d} | number of nan iterations: {nan:>3d} |\n")
 
 
-PRIMUS_LINE = (  # Primus B3 (log_formats.md 2.6): loguru prefix with colours; each line printed twice
+PRIMUS_LINE = (  # Primus B3 (docs/log_formats.md#primus): loguru prefix with colours; each line printed twice
     "\x1b[32mINFO\x1b[0m [\x1b[32m{day} {hh:02d}:{mm:02d}:{isec:02d}\x1b[0m][\x1b[36mrank-7/8\x1b[0m]\x1b[34m"
     "\x1b[1m[DEBUG]    \x1b[0m\x1b[34m\x1b[1m[---------------utils.py:425] : [{date} {hh:02d}:{mm:02d}:"
     "{ss:09.6f}] iteration {step:>8d}/{total:>8d} | consumed samples: {consumed:>12d} | elapsed time "

@@ -1,11 +1,12 @@
 """A transcription of the reference's log handling, to time it on the same log as ours.
 
-ROCm/cvs (``cvs_megatron_behaviour.md`` §3.1, §3.4, §4) reads the last node's whole log as text
-and, once a poll finds it complete, runs in this order: the error scan (three case-sensitive
-alternations over the whole text), the completion test (``iteration N / N``), the NaN test
-(four case-insensitive patterns), then ``_parse_training_results``: the four summary patterns on
-the last 15 lines, falling back to the per-step patterns over the whole text (case-insensitive),
-dropping the first value and taking the mean. This module redoes exactly that work, written
+ROCm/cvs (docs/reference_suite.md#error-scan-and-polling, docs/reference_suite.md#run-metrics)
+reads the last node's whole log as text and, once a poll finds it complete, runs in this order:
+the error scan (three case-sensitive alternations over the whole text), the completion test
+(``iteration N / N``), the NaN test (four case-insensitive patterns), then
+``_parse_training_results``: the four summary patterns on the last 15 lines, falling back to the
+per-step patterns over the whole text (case-insensitive), dropping the first value and taking the
+mean. This module redoes exactly that work, written
 here from the behaviour description (no reference code is copied); it exists only to be timed.
 """
 

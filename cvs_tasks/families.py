@@ -1,7 +1,7 @@
 """The model families: everything the project knows about one family is its row in ``FAMILIES``.
 
 A row says which Megatron-LM launcher script the family runs and the env names it reads, what the
-script pins and why a run then differs from what was asked (launch_contracts.md), whether the
+script pins and why a run then differs from what was asked (docs/launch_contracts.md#family-table), whether the
 launcher needs a local tokenizer file, which Hugging Face organisations gate its tokenizers, and
 its sizes: what ``train_params.model_size`` may be, the model names that mean each size and the
 FLOPs dimensions (``metrics.flops.MODELS``) each uses. The launch, the launch contracts, the
@@ -9,7 +9,7 @@ config checks, the mismatch causes, the tokenizer stage and the FLOPs recomputat
 through the lookups below; none keeps a name or a pattern of its own.
 
 A tokenizer repo id picks the first row whose pattern occurs in it (case-insensitive), so qwen3 is
-listed before qwen2 (behaviour reference §5.5). A row without a script is a family the project knows
+listed before qwen2 (docs/launch_contracts.md#family-table). A row without a script is a family the project knows
 only by its tokenizers (gemma: gated, no Megatron-LM launcher). This module imports nothing from
 the project, so every layer can ask it.
 """
@@ -29,7 +29,7 @@ _LLAMA_PRECISION = {
     "MXFP4": (("TE_FP4", "1"), ("TE_FP4_RECIPE", "mxfp4")),
     "MXFP8": (("TE_FP8", "1"), ("TE_FP8_RECIPE", "mxfp8")),
 }
-# launch_contracts.md: only the 2026 train_llama3.sh reads TE_FP4 and TE_FP8_RECIPE; an older one
+# docs/launch_contracts.md#llama-launcher: only the 2026 train_llama3.sh reads TE_FP4 and TE_FP8_RECIPE; an older one
 # trains MXFP4 as BF16 and MXFP8 as delayed-scaling FP8, silently. precision -> (the env name the
 # script must read for that precision to train, what a script that does not read it trains instead).
 _LLAMA_PRECISION_NEEDS = {
@@ -52,7 +52,7 @@ _QWEN2_PRECISION = {
 }
 
 # Why a parameter the trainer states differs from the asked one, per launcher script ({script}: its
-# file name). launch_contracts.md: which variable a script reads under another name, which it pins,
+# file name). docs/launch_contracts.md#family-table: which variable a script reads under another name, which it pins,
 # which only newer images read.
 _LLAMA3_CAUSES = {
     "precision": "{script} in this image does not read TE_FP4 / TE_FP8_RECIPE "
@@ -143,8 +143,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("llama-2", r"llama-?2", "examples/llama/train_llama2.sh", _LLAMA_PRECISION,
            gbs_var="BS", precision_needs=_LLAMA_PRECISION_NEEDS, data_cache_var="DATA_CACHE_PATH",
            gated=("meta-llama/",)),
-    # launch_contracts.md: reads SEQ_LEN / PAD_LEN and AC (sel|full|none), pins one node, MODEL_SIZE=16B and
-    # --exit-interval 50; under `set -e` it exits before torchrun on a node with fewer than 8 RDMA links; pins
+    # docs/launch_contracts.md#deepseek-launcher: reads SEQ_LEN / PAD_LEN and AC (sel|full|none), pins one
+    # node, MODEL_SIZE=16B and --exit-interval 50; under `set -e` it exits before torchrun on a node with fewer than 8 RDMA links; pins
     # TOKENIZER_MODEL=deepseek-ai/DeepSeek-V2-Lite and loads tokenizer.json through the hub
     Family("deepseek", r"deepseek", "examples/deepseek_v2/train_deepseekv2.sh",
            _PR_PRECISION, iters_var="TRAIN_ITERS", seq_var="SEQ_LEN", pad_var="PAD_LEN",

@@ -23,6 +23,7 @@ from cvs_tasks.config.placeholders import (
     CHANGEME,
     ExpansionTooLong,
     changeme_hint,
+    cvs_root_problems,
     exempt_checkpoint,
     find_changeme,
     local_user,
@@ -42,13 +43,13 @@ from cvs_tasks.config.rules import (
 )
 from cvs_tasks.config.sweep import DEFAULT_COMBO, Combo, build_combos, cell_coverage
 from cvs_tasks.config.thresholds import (
-    REPO_ROOT,
     ThresholdSpec,
     find_threshold_file,
     load_threshold_file,
     threshold_candidates,
 )
 from cvs_tasks.config.validation import validate_model
+from cvs_tasks.templates import checkout_root
 
 
 @dataclass
@@ -88,13 +89,16 @@ def load_suite(config_path: Path | str, cluster: Cluster | None = None) -> Suite
     data = strip_comments(raw)
     if cluster is not None and cluster.container:
         data["container"] = merge_under(cluster.container, data.get("container"))
-    data = substitute_cvs_root(data, str(REPO_ROOT))
+    root = checkout_root()
+    no_checkout = cvs_root_problems(data) if root is None else []
+    if root is not None:
+        data = substitute_cvs_root(data, str(root))
     try:
         data = substitute_paths(substitute_user(data, resolved_username(cluster) or local_user()))
     except ExpansionTooLong as exc:
         raise ConfigError(path, [(exc.where, str(exc))]) from None
 
-    problems: list[Problem] = []
+    problems: list[Problem] = list(no_checkout)
     warnings: list[str] = []
     threshold_json = data.get("threshold_json", "")
     threshold_path: Path | None = None

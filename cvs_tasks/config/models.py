@@ -1,4 +1,4 @@
-"""Pydantic models of the suite config file (the NEW schema of the product document).
+"""Pydantic models of the suite config file (the NEW schema, docs/product.md#config-files).
 
 Every block forbids unknown keys so a typo is reported instead of silently ignored. Cross-field
 rules that need the raw file (sweep, env, placeholders) live in `sweep.py` and `rules.py`.

@@ -56,6 +56,16 @@ def substitute_cvs_root(data: Any, root: str) -> Any:
     return map_strings(data, lambda s: s.replace(CVS_ROOT, root))
 
 
+NO_CHECKOUT = ("{cvs-root} means the cvs-tasks checkout (where the testbed's simulated trainer lives), and this "
+               "install has none (installed from a wheel): run from a checkout (git clone, then pip install -e .) "
+               "or write a real path here")
+
+
+def cvs_root_problems(data: Any) -> list[Problem]:
+    """Every place `{cvs-root}` is used, for an install that has no checkout to put there."""
+    return [(where, NO_CHECKOUT) for where, text in iter_strings(data) if CVS_ROOT in text]
+
+
 RUN_ID = "{run-id}"
 RUN_ID_FIELDS = ("paths.log_dir", "checkpoint.checkpoint_dir")
 """Where `{run-id}` is filled (by the run, once its id exists): per-run log and checkpoint folders on

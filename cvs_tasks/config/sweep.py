@@ -28,7 +28,7 @@ TRAIN_PARAM_DEFAULTS = {
     "recompute": "0",
     "training_iterations": "10",
 }
-"""What the jobs assume when train_params leaves a key out (behaviour reference §1.5)."""
+"""What the jobs assume when train_params leaves a key out (docs/reference_suite.md#config-defaults)."""
 WHOLE_NUMBER_PARAMS = ("sequence_length", "tensor_parallelism", "pipeline_parallelism", "fsdp", "recompute")
 """train_params that reach a launcher as numbers: `"٤"` or `"²"` would pass `isdigit()` and break it."""
 ASCII_WHOLE = re.compile(r"\A[0-9]{1,18}\Z")

@@ -1,4 +1,4 @@
-"""The packaged templates (`configs/`, `thresholds/`, `cluster/` at the repo root): list and copy.
+"""The packaged templates (`configs/`, `thresholds/`, `cluster/` in `cvs_tasks.templates`): list and copy.
 
 Templates are kept as JSON only; each is also offered as annotated TOML (`annotate`), generated
 when copied, so the two formats can never drift apart.
@@ -14,13 +14,13 @@ from typing import Literal
 
 from cvs_tasks.config.annotate import annotated_toml
 from cvs_tasks.config.errors import did_you_mean
-from cvs_tasks.config.thresholds import REPO_ROOT
 from cvs_tasks.errors import BadInput
+from cvs_tasks.templates import template_dir
 
 TEMPLATE_DIRS: dict[str, Path] = {
-    "config": REPO_ROOT / "configs",
-    "threshold": REPO_ROOT / "thresholds",
-    "cluster": REPO_ROOT / "cluster",
+    "config": template_dir("configs"),
+    "threshold": template_dir("thresholds"),
+    "cluster": template_dir("cluster"),
 }
 
 FORMATS = ("json", "toml")
@@ -67,7 +67,7 @@ def thresholds_for(config_name: str, thresholds_dir: Path | None) -> list[str]:
 
 
 def find_template(name: str, dirs: dict[str, Path] | None = None) -> Template:
-    """A template by file name; `configs/x.json`, `training/megatron/x.json` or `x.toml` also work."""
+    """A template by file name; `configs/<name>.json`, `training/megatron/x.json` or `x.toml` also work."""
     templates = list_templates("", dirs)
     wanted = Path(name).name
     if wanted.lower().endswith(".toml"):

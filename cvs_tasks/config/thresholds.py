@@ -1,7 +1,7 @@
 """The threshold file: cells (`MBS=..,GBS=..,PRECISION=..` or `default`) -> metric -> spec.
 
-Also where the loader finds it: relative to the config's folder first, then the repo's
-`thresholds/` folder.
+Also where the loader finds it: relative to the config's folder first, then the packaged
+`thresholds/` folder (`cvs_tasks.templates`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from cvs_tasks.config.models import Number
 from cvs_tasks.config.placeholders import strip_comments
 from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
 from cvs_tasks.config.validation import validate_model
+from cvs_tasks.templates import template_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-"""The checkout the package runs from: the parent of the `cvs_tasks` package directory."""
-THRESHOLDS_DIR = REPO_ROOT / "thresholds"
+"""The parent of the `cvs_tasks` package directory: a checkout, or site-packages for a wheel install
+(`cvs_tasks.templates.checkout_root` tells them apart)."""
+THRESHOLDS_DIR = template_dir("thresholds")
 
 Kind = Literal["min", "max", "max_ms", "min_tok_s", "within", "min_ratio", "info", "baseline"]
 METRIC_NOTES = {
@@ -147,7 +149,7 @@ def find_threshold_file(
     """(the threshold file, None) or (None, what went wrong). Pure apart from existence checks.
 
     A non-empty `threshold_json` is a path (JSON or TOML): absolute, or relative to the config's folder, then to
-    each of `search_dirs` (default: the repo's `thresholds/`). An empty one means the single
+    each of `search_dirs` (default: the packaged `thresholds/`). An empty one means the single
     `*threshold.json` next to the config, or the SKU-named file for this config.
     """
     config_dir = config_path.resolve().parent

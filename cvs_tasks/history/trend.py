@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from cvs_tasks.history.db import present, reading
+from cvs_tasks.history.db import HistoryUnavailable, history_path, present, reading
 from cvs_tasks.history.entry import cluster_key, config_hash
 from cvs_tasks.history.queries import metric_series
+from cvs_tasks.run.rundir import RunDir
 
 TREND_RUNS = 20
 GATED = frozenset({"PASS", "FAIL"})
@@ -36,3 +37,20 @@ def run_trends(db_path: Path, manifest: Mapping[str, Any], results: Mapping[str,
                 if series:
                     out.setdefault(test["combo"], {})[metric["name"]] = [(r, v, verdict) for r, _, v, verdict in series]
     return out
+
+
+def report_trends(history: Path | None = None,
+                  warn: Callable[[str], None] = lambda text: None) -> Callable[[RunDir, Mapping, Mapping], Trends]:
+    """The trend source ``report.render_all`` takes: each gated metric's last runs from ``history``
+    (the caller's config or flag; default ``$CVS_HISTORY_DB`` or ``<reports>/history.sqlite``), never
+    a path the run directory names (a run directory is data, not a place to write to). {} without a
+    history, and {} with a warning to ``warn`` when it cannot be read: a report never needs it."""
+    def trends(run: RunDir, manifest: Mapping[str, Any], results: Mapping[str, Any]) -> Trends:
+        try:
+            return run_trends(history or history_path(run.path.parent), manifest, results)
+        except HistoryUnavailable as exc:
+            warn(f"warning: history unreadable: {exc}; the report has no trend lines")
+        except Exception as exc:  # a trend is decoration: a history bug must not stop a report
+            warn(f"warning: trend lines left out ({type(exc).__name__}: {exc})")
+        return {}
+    return trends

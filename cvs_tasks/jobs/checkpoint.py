@@ -1,4 +1,6 @@
-"""Commands and arithmetic of the Primus checkpoint save/resume stage (§6.4); no I/O.
+"""Commands and arithmetic of the Primus checkpoint save/resume stage; no I/O.
+
+The stage as the reference runs it: docs/reference_suite.md#checkpoint-save-and-resume.
 
 The continuity verdict itself lives in ``metrics``; this module only says where the checkpoint
 goes, how to see what was saved, and which step the resume must start from.

@@ -1,4 +1,4 @@
-"""Refuse up front what a family's launcher script cannot do (launch_contracts.md).
+"""Refuse up front what a family's launcher script cannot do (docs/launch_contracts.md).
 
 A script that pins one node runs N independent single-node jobs when launched on N nodes; one
 that passes `--exit-interval N` never trains past step N. Both would only show as wrong numbers

@@ -1,6 +1,6 @@
 """What the image's launcher script and the node's RDMA links say, asked before a run (no I/O here).
 
-Which env names a ROCm example script reads changes between images (launch_contracts.md: only the
+Which env names a ROCm example script reads changes between images (docs/launch_contracts.md#llama-launcher: only the
 2026 ``train_llama3.sh`` reads ``TE_FP4`` / ``TE_FP8_RECIPE``; the Feb-2025 one ignores
 ``DATA_CACHE_PATH``), and the image tag does not say which script it holds. So the script itself
 is asked: one ``grep`` per name on its non-comment lines. The RDMA links come from ``ibv_devinfo`` on

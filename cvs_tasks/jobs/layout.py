@@ -1,6 +1,6 @@
 """Where a job's files live on the nodes: logs per combo and node, scripts per run and label.
 
-Logs follow the product document (`<log_dir>/{megatron|primus}-logs/<combo-dir>/out-node<N>/`).
+Logs follow docs/product.md#node-log-layout (`<log_dir>/{megatron|primus}-logs/<combo-dir>/out-node<N>/`).
 Scripts, pid and exit files are kept per run id and label, so parallel or repeated runs never
 overwrite each other's (the reference reused one wrapper path for everything).
 """

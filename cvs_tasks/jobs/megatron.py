@@ -1,9 +1,10 @@
 """Megatron-LM wrapper scripts: the ROCm launcher (train_llama3.sh, …) run in the foreground.
 
-The wrapper exports what the launcher reads (§5.5, launch_contracts.md), runs it, and records its
-exit status. The image's own tee copy (``${LOG_DIR}/output_${EXP_NAME}.log``; no script honours
-TRAIN_LOG) is pointed into the node's per-combo folder through LOG_DIR, instead of editing the
-launcher in the image with sed, as the reference did.
+The wrapper exports what the launcher reads (docs/reference_suite.md#megatron-lm-wrapper,
+docs/launch_contracts.md#family-table), runs it, and records its exit status. The image's own tee
+copy (``${LOG_DIR}/output_${EXP_NAME}.log``; no script honours TRAIN_LOG) is pointed into the node's
+per-combo folder through LOG_DIR, instead of editing the launcher in the image with sed, as the
+reference did.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def launcher_script(job: JobSpec, family: Family | None) -> str:
 
 def inline_assignments(job: JobSpec, family: Family | None,
                        precision_pairs: tuple[tuple[str, str], ...], rank: int) -> str:
-    """The launcher's inline env, in §5.5 order, with the family's names; then NODE_RANK.
+    """The launcher's inline env, in the reference's order (docs/reference_suite.md#megatron-lm-wrapper), with
+    the family's names; then NODE_RANK.
 
     e.g. ``RECOMPUTE=0 SEQ_LENGTH=8192 MBS=4 BS=128 TP=1 PP=1 FSDP=0 MODEL_SIZE=8
     TOTAL_ITERS=20 TE_FP8=1 NODE_RANK=0``.

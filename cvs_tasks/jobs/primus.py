@@ -23,7 +23,7 @@ from cvs_tasks.jobs.shell import (
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, NodeLaunch
 
 YAML_DIR = "examples/megatron/configs"
-# MI300X/MI325X need the atomic-FP32 attention kernels (§5.9).
+# MI300X/MI325X need the atomic-FP32 attention kernels (docs/reference_suite.md#primus-command).
 ATOMIC_FP32_GPUS = ("MI300X", "MI325X")
 ATOMIC_FP32_EXPORTS = ("PRIMUS_TURBO_ATTN_V3_ATOMIC_FP32", "NVTE_CK_IS_V3_ATOMIC_FP32")
 YAML_FALLBACK = {"MI325X": "MI300X"}

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Where §5.6 looks for the HIP runtime when paths.rocm_dir is not set.
+# Where the reference looks for the HIP runtime when paths.rocm_dir is not set
+# (docs/reference_suite.md#rocm-path-detection).
 ROCM_CORE_GLOB = "/opt/rocm/core-*"
 ROCM_DEFAULT = "/opt/rocm"
 HIP_LIBRARY = "libamdhip64.so"
@@ -49,7 +50,8 @@ def rocm_dir_is_set(rocm_dir: str) -> bool:
 
 
 def rocm_detect_lines(var: str) -> list[str]:
-    """Set shell variable ``var`` to the ROCm dir found on the node (§5.6), warning on a guess.
+    """Set shell variable ``var`` to the ROCm dir found on the node, warning on a guess
+    (docs/reference_suite.md#rocm-path-detection).
 
     Highest version-sorted /opt/rocm/core-* whose lib/ holds libamdhip64.so*, else /opt/rocm.
     """

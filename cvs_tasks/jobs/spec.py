@@ -14,7 +14,7 @@ from cvs_tasks import backends, runtimes
 from cvs_tasks.config.sweep import TRAIN_PARAM_DEFAULTS
 from cvs_tasks.errors import BadInput
 
-# train_params defaults (behaviour reference §1.5): the config's, plus where the jobs find things.
+# train_params defaults (docs/reference_suite.md#config-defaults): the config's, plus where the jobs find things.
 PARAM_DEFAULTS: Mapping[str, str] = {
     **TRAIN_PARAM_DEFAULTS,
     "megatron_root": "/workspace/Megatron-LM",

@@ -1,6 +1,6 @@
 """Checkpoint save and resume: step and loss continuity across the two phases.
 
-Rule (product document "Checkpoint save and resume"): the resume phase must start at
+Rule (docs/product.md#checkpoint-save-and-resume): the resume phase must start at
 ``last_ckpt + 1`` (``jobs.checkpoint.last_checkpoint_step``) and its first loss may exceed the
 loss at ``last_ckpt`` in the save phase by at most ``loss_rtol · |save_loss|`` (a decrease is
 always fine). The save and load times are read from the logs by ``metrics.checkpoint``.

@@ -1,4 +1,4 @@
-"""Convergence (product document "Convergence"): the FINAL loss judged against a target.
+"""Convergence (docs/product.md#convergence): the FINAL loss judged against a target.
 
 ``convergence.target_value > 0`` turns the check on (<= 0: off). ``target_metric`` picks the loss:
 ``train_loss``, ``eval_loss`` (the ``validation loss at iteration N`` lines), or ``auto`` — the
@@ -6,7 +6,7 @@ eval loss when the run evaluated, else the training loss. The last value of that
 when it is <= the target; the row is PASS/FAIL when ``enforce_thresholds`` is true, else RECORD.
 Steps-to-target (the first step whose loss reached the target) and time-to-target (training
 seconds up to it) are recorded either way. The reference took the first step that reached the
-target, judged nothing, and never saw eval loss (behaviour reference §6.2).
+target, judged nothing, and never saw eval loss (docs/reference_suite.md#convergence).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Primus memory use: recorded, not gated by the shipped thresholds.
 
-The product document says Primus prints no ``mem usages:`` line and that the optional
-``training.mem_usage`` spec therefore skips. We read Primus' hip ``usage_ratio`` instead, so a
+The product document (docs/product.md#metrics-and-passfail) says Primus prints no ``mem usages:`` line
+and that the optional ``training.mem_usage`` spec therefore skips. We read Primus' hip ``usage_ratio`` instead, so a
 value exists; gating it with the shipped (optional) spec, calibrated on ROCm Megatron-LM's
 figure, would fail runs the document says pass. So on Primus an optional ``mem_usage`` spec is
 shown as a RECORD row with its bound; a cell that writes ``"optional": false`` gates it as usual.

@@ -2,7 +2,7 @@
 
 Teams whose thresholds were calibrated on the reference see both numbers and the difference.
 Ours are steady-state statistics (``metrics.aggregate``: warm-up 10 % dropped, harmonic means of
-rates); the reference's (behaviour reference §3.1, §3.2) are:
+rates); the reference's (docs/reference_suite.md#run-metrics) are:
 
 * Megatron-LM: the ROCm launcher's summary lines (``throughput per GPU:``, ``tokens/GPU/s:``,
   ``elapsed time per iteration:``, ``mem usages:``; the launcher averages steps 3..N-1), else the

@@ -1,6 +1,6 @@
 """PASS / FAIL / RECORD / SKIPPED per metric, from actual values and a threshold cell.
 
-Rules (product document "Metrics and PASS/FAIL", reference §2):
+Rules (docs/product.md#metrics-and-passfail, docs/reference_suite.md#threshold-verdicts):
 
 * enforcement off, or no cell / an empty cell: every actual becomes a RECORD row (expected text
   from its spec when one exists);

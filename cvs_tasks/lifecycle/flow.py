@@ -1,4 +1,6 @@
-"""The lifecycle in the product document's pinned order, and single stages for ad hoc chaining.
+"""The lifecycle in its pinned order, and single stages for ad hoc chaining.
+
+The order is the product's (docs/product.md#stages-and-their-order).
 
 ``run_all`` walks the stage table (``run.stages``): launch -> tokenizer -> smoke -> checkpoint ->
 training[combo]... -> metric[combo]... -> loss_curve[combo]..., and always runs the ``last`` stages
@@ -146,9 +148,10 @@ def finish_run(session: Session, *, interrupted: bool = False) -> None:
         from cvs_tasks.history import record_run_safely
 
         record_run_safely(session.run, session.history_path, lambda text: session.say(text, "warning"))
+    from cvs_tasks.history.trend import report_trends
     from cvs_tasks.report import render_all
 
-    render_all(session.run, session.history_path, warn=lambda text: session.say(text, "warning"))
+    render_all(session.run, report_trends(session.history_path, warn=lambda text: session.say(text, "warning")))
 
 
 __all__ = ["RunRequest", "run_all", "run_stage", "session_for", "close_sessions", "finish_run", "interrupt_guard"]

@@ -1,6 +1,6 @@
 """Run one stage: skip what is done, skip after an early failure, time it, record it atomically.
 
-The rules of the product document live here, once:
+The rules of docs/product.md#stages-and-their-order live here, once:
 * a stage already recorded in this run is not redone (``--force`` redoes it);
 * an early-stage failure (``blocks_later`` in ``run.stages``) skips everything after it;
 * a stage body that raises a CvsError becomes an ERROR record naming the cause, never a traceback;

@@ -1,4 +1,6 @@
-"""Checkpoint save and load times, read from the checkpoint messages of a log (log_formats.md §1.7).
+"""Checkpoint save and load times, read from the checkpoint messages of a log.
+
+The messages: docs/log_formats.md#checkpoint-messages.
 
 Saves are timed per iteration from ``saving checkpoint at iteration N`` to ``successfully saved
 checkpoint from iteration N``; the load from ``loading [distributed ]checkpoint from`` (or

@@ -1,6 +1,6 @@
 """Model FLOPs per token, so TFLOP/s/GPU can be recomputed from tokens/s with one formula.
 
-Images disagree on the FLOPs formula (log_formats.md §5): upstream Megatron-LM >= core_v0.12
+Images disagree on the FLOPs formula (docs/log_formats.md#flops-per-token): upstream Megatron-LM >= core_v0.12
 counts causal attention once (``6·L·s·q``), older builds and the ROCm/Primus images checked use
 ``12·L·s·q``, 12.5 % more for Llama-3.1-8B at seq 8192. ``recompute_tflops`` always uses the
 current formula, so a report can show the image's own number next to a comparable one.

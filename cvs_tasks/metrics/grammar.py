@@ -27,7 +27,7 @@ HEAD_GROUPS = 4  # head text, step, planned count, rest of the line
 
 # --- label tables: label as printed (lower case) -> (field, how the value is written) ----------
 NUMBER, PAIR, SECONDS, RATIO_PERCENT = "number", "pair", "seconds", "ratio_percent"
-MEGATRON = {  # upstream Megatron-LM (log_formats.md 1.2)
+MEGATRON = {  # upstream Megatron-LM (docs/log_formats.md#upstream-megatron-lm)
     "elapsed time per iteration (ms)": ("ms", PAIR),
     "throughput per gpu (tflop/s/gpu)": ("tflops", PAIR),
     "learning rate": ("lr", NUMBER),
@@ -37,8 +37,8 @@ MEGATRON = {  # upstream Megatron-LM (log_formats.md 1.2)
     "number of skipped iterations": ("skipped", NUMBER),
     "number of nan iterations": ("nan_iters", NUMBER),
 }
-ROCM_FORK = {"mem usages": ("mem", NUMBER)}  # fraction 0-1 (1.3)
-PRIMUS = {  # legacy trainer and patch generations B1-B3 (2.6); X/Y and "X (avg Y)" pairs
+ROCM_FORK = {"mem usages": ("mem", NUMBER)}  # fraction 0-1 (docs/log_formats.md#rocm-fork)
+PRIMUS = {  # legacy trainer and patch generations B1-B3 (docs/log_formats.md#primus); X/Y and "X (avg Y)" pairs
     "compute per gpu (tflop/s/gpu)": ("tflops", PAIR),
     "tokens per gpu (tokens/s/gpu)": ("tokens", PAIR),
     "tokens/s/gpu inst/harmonic mean": ("tokens", PAIR),

@@ -1,6 +1,6 @@
 """Known failure texts in training logs: name, class, whether they end a run, and what to do.
 
-Texts come from log_formats.md §3 (PyTorch, NCCL/RCCL, ROCr, Megatron rerun machinery, torchrun,
+Texts come from docs/log_formats.md#error-signatures (PyTorch, NCCL/RCCL, ROCr, Megatron rerun machinery, torchrun,
 Primus, DeepSpeed) and from what runs around them: Slurm (``slurmstepd``, ``srun``), a launcher's
 own ``[ERROR]`` line, the shell's report of a job that died of a signal, tools saying a disk is
 full. The first matching signature in catalogue order names a line, so the specific come before

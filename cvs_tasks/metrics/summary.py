@@ -57,7 +57,7 @@ class ParserViews:
 
     @property
     def flavour(self) -> str | None:
-        """Which generation printed the lines (log_formats.md): upstream, rocm-fork,
+        """Which generation printed the lines (docs/log_formats.md#the-iteration-line): upstream, rocm-fork,
         megatron-deepspeed, primus-legacy, primus-b1, primus-b2, primus-b3 or primus."""
         f, dialect = self._features, self.dialect
         if dialect == "primus":

@@ -2,13 +2,15 @@
 
 Reads only the run directory (manifest, stage records, which log files exist), so any run — a
 finished one, a crashed one, one still going — can be re-rendered at any time. Every file is
-replaced atomically, so a browser or CI job never reads half a report.
+replaced atomically, so a browser or CI job never reads half a report. The trend sparklines come
+from the caller (``trends``, e.g. ``cvs_tasks.history.trend.report_trends``): the report layer
+reads no history itself, so the history, which records what a report concluded, sits above it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from cvs_tasks.report.html import render_metrics, render_report
 from cvs_tasks.report.junit import junit_xml
@@ -19,14 +21,15 @@ from cvs_tasks.run.rundir import RunDir
 
 OUTPUTS = {"results": "results.json", "report": "report.html", "metrics": "metrics.html", "junit": "junit.xml"}
 
+TrendSource = Callable[[RunDir, Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+"""(run, manifest, results) -> combo -> metric -> the last runs' (run id, value, verdict)."""
 
-def render_all(run: RunDir, history: Path | None = None,
-               warn: Callable[[str], None] = lambda text: None) -> dict[str, Path]:
+
+def render_all(run: RunDir, trends: TrendSource | None = None) -> dict[str, Path]:
     """Render every report file of ``run``; returns {"results"|"report"|"metrics"|"junit": path}.
 
-    ``history``: the database the trend sparklines read (the caller's config or flag; default
-    ``$CVS_HISTORY_DB`` or ``<reports>/history.sqlite``), never a path the run directory names.
-    ``warn`` hears what was left out (the trend lines, when the history cannot be read)."""
+    ``trends`` gives the sparklines' past values (none without it); it must not raise, since a
+    trend is decoration and never the reason a report is missing."""
     results = build_results(run)
     manifest = read_manifest(run)
     paths = {key: run.path / name for key, name in OUTPUTS.items()}
@@ -35,30 +38,13 @@ def render_all(run: RunDir, history: Path | None = None,
         results,
         effective_config=manifest.get("effective_config"),
         steps_by_combo=steps_by_combo(run, results.get("combos", [])),
-        trends=trends_of(run, manifest, results, history, warn),
+        trends=trends(run, manifest, results) if trends is not None else {},
     )
     run.write_text(paths["report"], html)
     run.write_text(paths["metrics"], render_metrics(results))
     run.write_text(paths["junit"], junit_xml(results).decode("utf-8"))
     write_node_lists(run.path, results)
     return paths
-
-
-def trends_of(run: RunDir, manifest: dict[str, Any], results: dict[str, Any],
-              history: Path | None = None, warn: Callable[[str], None] = lambda text: None) -> dict[str, Any]:
-    """Each gated metric's last runs from the history, {} without one, and {} with a warning when it
-    cannot be read: the report never needs the history. The manifest's copy of the config's
-    ``history.path`` is not followed: a run directory is data, not a place to write to."""
-    from cvs_tasks.history.db import HistoryUnavailable, history_path
-    from cvs_tasks.history.trend import run_trends
-
-    try:
-        return run_trends(history or history_path(run.path.parent), manifest, results)
-    except HistoryUnavailable as exc:
-        warn(f"warning: history unreadable: {exc}; the report has no trend lines")
-    except Exception as exc:  # a trend is decoration: a history bug must not stop a report
-        warn(f"warning: trend lines left out ({type(exc).__name__}: {exc})")
-    return {}
 
 
 def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[StepRow]]:

@@ -1,6 +1,6 @@
 """The run directory ``reports/<run-id>/``: the unit of state of every lifecycle command.
 
-Layout (DESIGN.md): ``run.json`` manifest, ``stages/<stage>.json`` and
+Layout (README.md#the-report): ``run.json`` manifest, ``stages/<stage>.json`` and
 ``stages/<stage>[<combo-dir>].json`` records, ``logs/`` pulled-back node logs and stage logs,
 rendered ``report.html``, ``metrics.html``, ``junit.xml``, ``results.json``. Every JSON file is
 written atomically (temp file + rename), the moment its stage ends.

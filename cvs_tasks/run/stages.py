@@ -1,4 +1,6 @@
-"""The lifecycle in one table: every stage declared once, in the product document's pinned order.
+"""The lifecycle in one table: every stage declared once, in the product's pinned order.
+
+The order and the skip rules are the product's: docs/product.md#stages-and-their-order.
 
 One row says everything the rest of the tool needs about a stage: its id (the record's name and
 the test name ``test_<id>``), the Invoke command that runs it, the body that does the work, whether

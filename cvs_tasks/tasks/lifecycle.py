@@ -1,16 +1,10 @@
 """Top-level `invoke all` (the whole lifecycle) and `invoke demo` (the same on this machine)."""
 
-from pathlib import Path
-
 from invoke import task
 from invoke.exceptions import Exit
 
 from cvs_tasks.tasks._common import user_errors
 from cvs_tasks.tasks._lifecycle import HELP, NO_COMBO, listener, request
-
-ROOT = Path(__file__).resolve().parents[2]
-DEMO_CONFIG = ROOT / "configs" / "testbed" / "demo_host.json"
-DEMO_CLUSTER = ROOT / "cluster" / "localhost.json"
 
 
 def _run_all(req) -> int:
@@ -44,7 +38,10 @@ def all_(c, config=None, cluster=None, run=None, suite=None, force=False, dry_ru
 @task(help={"reports_dir": HELP["reports_dir"], "run": "Run id or path (default: a new run)"})
 def demo(c, run=None, reports_dir=None):
     """The whole lifecycle on this machine: simulated trainer, host runtime, localhost; ends in a report."""
-    code = _run_all(request(c, str(DEMO_CONFIG), str(DEMO_CLUSTER), run, None, False, False, reports_dir,
-                            new=run is None))
+    from cvs_tasks.templates import template_dir
+
+    config = template_dir("configs") / "testbed" / "demo_host.json"
+    cluster = template_dir("cluster") / "localhost.json"
+    code = _run_all(request(c, str(config), str(cluster), run, None, False, False, reports_dir, new=run is None))
     if code:
         raise Exit(code=code)

@@ -23,13 +23,15 @@ from cvs_tasks.terminal import echo
 )
 def render(c, run=None, reports_dir=None, history=None):
     """Write results.json, report.html, metrics.html and junit.xml; exit 1 if the verdict is FAIL."""
+    from cvs_tasks.history.trend import report_trends
     from cvs_tasks.report import print_summary, render_all
     from cvs_tasks.run.rundir import RunDir
 
     with user_errors():
         run_dir = RunDir.resolve(reports_root(c, reports_dir), run)
-        paths = render_all(run_dir, Path(history).expanduser() if history else None,
-                           warn=lambda text: echo(text, file=sys.stderr))
+        trends = report_trends(Path(history).expanduser() if history else None,
+                               warn=lambda text: echo(text, file=sys.stderr))
+        paths = render_all(run_dir, trends)
         results = json.loads(paths["results"].read_text(encoding="utf-8"))
         for label, path in paths.items():
             echo(f"{label:>8}: {path}")

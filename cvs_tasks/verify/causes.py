@@ -1,6 +1,6 @@
 """The likely cause of a difference between what was asked and what the trainer ran, per launcher.
 
-Facts from running the real launchers (launch_contracts.md): which variable a script reads under
+Facts from running the real launchers (docs/launch_contracts.md): which variable a script reads under
 another name, which it pins, which only newer images read. A Megatron-LM family script's causes are
 in its family row (``cvs_tasks.families``); Primus's are below. Anything else gets a generic cause
 that names the launcher and the variable it was given.

@@ -1,4 +1,4 @@
-"""What the image's launcher and the nodes must confirm before a run (launch_contracts.md): MXFP needs
+"""What the image's launcher and the nodes must confirm before a run (docs/launch_contracts.md): MXFP needs
 a train_llama3.sh that reads TE_FP4 / TE_FP8_RECIPE (only the 2026 one does), DeepSeek's script
 needs 8 RDMA links on every node, and a multi-node run's DATA_CACHE_PATH is ignored by the
 Feb-2025 script. The decision is pure (needs + answer -> problems, warnings); the probe's text

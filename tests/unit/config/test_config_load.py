@@ -11,6 +11,7 @@ from config_helpers import BF16, FIXTURES, FP8, minimal_config, minimal_threshol
 
 from cvs_tasks.config import Cluster, ConfigError, HostSpec, load_suite
 from cvs_tasks.errors import EXIT_BAD_INPUT, BadInput
+from cvs_tasks.templates import template_dir
 
 
 def problems_of(path: Path, cluster: Cluster | None = None) -> dict[str, str]:
@@ -299,12 +300,12 @@ def test_threshold_json_relative_to_the_config_folder(suite_files):
     assert load_suite(suite_files()).threshold_path.name == "thr.json"
 
 
-def test_threshold_json_falls_back_to_the_repo_thresholds_folder(suite_files, tmp_path):
+def test_threshold_json_falls_back_to_the_packaged_thresholds_folder(suite_files, tmp_path):
     config = minimal_config(threshold_json="mi300x_megatron_llama-3.1-8b_single_threshold.json")
     config["sweep"] = {"combinations": {FP8: {}, BF16: {}}, "runs": [FP8]}
     suite = load_suite(suite_files(config))
-    assert suite.threshold_path.parent.name == "thresholds"
-    assert suite.threshold_path.parent.parent == Path(__file__).resolve().parents[3]
+    assert suite.threshold_path.parent == template_dir("thresholds")
+    assert (Path(__file__).resolve().parents[3] / "thresholds").resolve() == template_dir("thresholds")
 
 
 def test_missing_threshold_file_names_every_place_tried(suite_files, tmp_path):

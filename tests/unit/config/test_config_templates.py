@@ -1,4 +1,5 @@
-"""Packaged templates: the inventory of the product document, placeholders shipped, loading once filled."""
+"""Packaged templates: the inventory of docs/product.md#template-inventory, placeholders shipped, loading once
+filled."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_each_config_loads_once_filled(name, gpu, tmp_path):
     assert find_changeme(filled) == []
     suite = load_suite(write_json(tmp_path / name, filled))
     assert suite.config.gpu_name == gpu
-    assert suite.threshold_path.parent == REPO / "thresholds"
+    assert suite.threshold_path.parent == (REPO / "thresholds").resolve()
     assert [c.id for c in suite.combos] == list(suite.thresholds)
     assert all(c.train_params["training_iterations"] == "20" for c in suite.combos)
     assert suite.backend == ("primus" if "405b" in name else "megatron")

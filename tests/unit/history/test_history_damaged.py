@@ -11,6 +11,7 @@ from cvs_tasks.errors import InfraError
 from cvs_tasks.history import entry_from_run, record_run, record_run_safely
 from cvs_tasks.history.commands import calibrate_thresholds, resolve_entries, show_history
 from cvs_tasks.history.queries import RunFilter
+from cvs_tasks.history.trend import report_trends
 from cvs_tasks.report import render_all
 from tests.unit.history.damage import DAMAGE, damage, healthy_bytes, root_ignores_permissions
 from tests.unit.history.runs import make_run
@@ -59,7 +60,7 @@ def test_the_report_warns_and_renders_without_trend_lines(damaged, monkeypatch):
     _, runs, db, flag = damaged
     monkeypatch.setenv("CVS_HISTORY_DB", flag)
     warnings: list[str] = []
-    html = render_all(runs[1], warn=warnings.append)["report"].read_text()
+    html = render_all(runs[1], report_trends(warn=warnings.append))["report"].read_text()
     assert "Trend (last runs)" not in html and runs[1].run_id in html
     assert len(warnings) == 1 and "history unreadable" in warnings[0] and str(db) in warnings[0]
 
@@ -76,7 +77,7 @@ def test_a_missing_history_is_no_warning(tmp_path):
     runs = [make_run(reports, f"r{i}", created=float(i)) for i in range(2)]
     warnings: list[str] = []
     assert [e.run_id for e in resolve_entries(reports, None, ["r0", "r1"], warnings.append)] == ["r0", "r1"]
-    render_all(runs[0], warn=warnings.append)
+    render_all(runs[0], report_trends(warn=warnings.append))
     assert warnings == []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from cvs_tasks.history import entry_from_run, record_run
+from cvs_tasks.history.trend import report_trends
 from cvs_tasks.report import render_all
 from cvs_tasks.report.sparkline import sparkline
 from tests.unit.history.runs import make_run
@@ -26,7 +27,7 @@ def test_the_report_shows_the_last_runs_of_each_gated_metric(tmp_path):
         record_run(db, entry_from_run(run))
     make_run(root, "other", created=150.0, tput=1.0, hosts=["10.9.9.9"])  # another cluster: not in the trend
     record_run(db, entry_from_run(__import__("cvs_tasks.run", fromlist=["RunDir"]).RunDir(root / "other")))
-    html = (render_all(run)["report"]).read_text()
+    html = (render_all(run, report_trends())["report"]).read_text()
     assert "Trend (last runs)" in html
     titles = re.findall(r"<title>(last \d+ runs[^<]*)</title>", html)
     assert any("500, 510, 495, 420" in t and "newest r3" in t for t in titles), titles
@@ -34,5 +35,5 @@ def test_the_report_shows_the_last_runs_of_each_gated_metric(tmp_path):
 
 def test_no_history_means_no_trend_column(tmp_path):
     run = make_run(tmp_path / "reports", "r0", created=1.0)
-    html = render_all(run)["report"].read_text()
+    html = render_all(run, report_trends())["report"].read_text()
     assert "Trend (last runs)" not in html

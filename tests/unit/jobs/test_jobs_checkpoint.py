@@ -1,4 +1,4 @@
-"""Checkpoint stage helpers (behaviour reference §6.4)."""
+"""Checkpoint stage helpers (docs/reference_suite.md#checkpoint-save-and-resume)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""GPU process listing/killing and stopping a job (behaviour reference §5.10, without fixed sleeps)."""
+"""GPU process listing/killing and stopping a job (docs/reference_suite.md#gpu-process-clean-up,
+without fixed sleeps)."""
 
 from __future__ import annotations
 

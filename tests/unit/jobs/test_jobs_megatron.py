@@ -1,4 +1,5 @@
-"""Megatron-LM wrapper scripts and launch commands, pinned as exact text (behaviour reference §5.5)."""
+"""Megatron-LM wrapper scripts and launch commands, pinned as exact text
+(docs/reference_suite.md#megatron-lm-wrapper)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Broadcom NIC setup and the HCA-id check (behaviour reference §5.8, legacy unit tests §8.1)."""
+"""Broadcom NIC setup and the HCA-id check (docs/reference_suite.md#nic-setup, with the
+reference's own unit-test cases)."""
 
 from __future__ import annotations
 

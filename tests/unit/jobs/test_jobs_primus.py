@@ -1,4 +1,4 @@
-"""Primus wrapper scripts, experiment-YAML lookup and checkpoint flags (behaviour reference §5.9)."""
+"""Primus wrapper scripts, experiment-YAML lookup and checkpoint flags (docs/reference_suite.md#primus-command)."""
 
 from __future__ import annotations
 

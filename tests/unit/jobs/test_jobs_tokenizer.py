@@ -1,4 +1,4 @@
-"""Tokenizer download for Mixtral on Megatron-LM (behaviour reference §5.7), checked."""
+"""Tokenizer download for Mixtral on Megatron-LM (docs/reference_suite.md#tokenizer-download), checked."""
 
 from __future__ import annotations
 

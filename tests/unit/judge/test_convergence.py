@@ -1,4 +1,4 @@
-"""Convergence as the product document describes it: the final loss against the target."""
+"""Convergence as docs/product.md#convergence describes it: the final loss against the target."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from cvs_tasks.judge.convergence import convergence_row, judge_convergence, seconds_until
 from cvs_tasks.metrics import LogParser
 
-# behaviour reference §6.2: losses 12.2, 11.9, ... at -0.3 per step, step 1 takes 9 s, the rest 0.5 s
+# docs/reference_suite.md#convergence: losses 12.2, 11.9, ... at -0.3 per step, step 1 takes 9 s, the rest 0.5 s
 REFERENCE = [(1, 9000.0, 12.2)] + [(s, 500.0, 12.2 - 0.3 * (s - 1)) for s in range(2, 21)]
-# log_formats.md §1.6: Megatron's periodic and end-of-training evaluation lines
+# docs/log_formats.md#validation-lines: Megatron's periodic and end-of-training evaluation lines
 EVAL_LOG = """\
  validation loss at iteration 1000 | lm loss value: 2.913344E+00 | lm loss PPL: 1.841722E+01 |
  validation loss at iteration 5000 on validation set | lm loss value: 2.587101E+00 | lm loss PPL: 1.329049E+01 |

@@ -1,7 +1,7 @@
 """Dialects seen in the field: Megatron-DeepSpeed step times in seconds, the arguments dump behind
 launcher prefixes, Primus' logged dump, and multi-node ROCm launcher summaries.
 
-Every line below is written for these tests in the shapes of log_formats.md and the issue.
+Every line below is written for these tests in the shapes of docs/log_formats.md#the-iteration-line and the issue.
 """
 
 import pytest

@@ -1,4 +1,4 @@
-"""Each SIM_FAULT prints the real error text (log_formats §3) and exits the way real jobs do."""
+"""Each SIM_FAULT prints the real error text (docs/log_formats.md#error-signatures) and exits the way real jobs do."""
 from __future__ import annotations
 
 import time

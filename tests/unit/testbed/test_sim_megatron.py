@@ -6,7 +6,7 @@ import re
 import pytest
 from simrun import WORKSPACE, megatron_cmd, run_sim, sim_env
 
-LLAMA_8B_FLOPS_PER_TOKEN = 51.4704e9     # current Megatron formula, seq 8192 (log_formats §5.1)
+LLAMA_8B_FLOPS_PER_TOKEN = 51.4704e9     # current Megatron formula, seq 8192 (docs/log_formats.md#flops-per-token)
 
 
 def _segment(line: str, label: str) -> float:

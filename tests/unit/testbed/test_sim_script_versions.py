@@ -1,4 +1,4 @@
-"""The llama stand-in comes in two script versions (launch_contracts.md): the 2026 one reads TE_FP4,
+"""The llama stand-in comes in two script versions (docs/launch_contracts.md#llama-launcher): the 2026 one reads TE_FP4,
 TE_FP8_RECIPE and DATA_CACHE_PATH; the Feb-2025 one (Megatron-LM-v25.3/) reads none of them and
 trains MXFP8 as plain FP8, MXFP4 as BF16. The harness's launcher probe tells them apart by the
 script's own text."""

@@ -1,4 +1,4 @@
-"""`SIM_FAULT` parsing and the real error texts each fault prints (log_formats.md §3).
+"""`SIM_FAULT` parsing and the real error texts each fault prints (docs/log_formats.md#error-signatures).
 
 Spec: comma list of `name@step[:rank]` (rank = node rank, default the last node) and
 `slow_node=<rank>:<factor>`. Names: nccl_timeout, oom, gpu_fault, nan, nan_loss, hang, crash, and

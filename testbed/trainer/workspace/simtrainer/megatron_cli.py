@@ -2,7 +2,7 @@
 
 A stand-in more obliging than the real launcher hides the harness's mistakes, so each family reads
 exactly the env names its real script reads, pins what it pins and ignores the rest
-(launch_contracts.md). Summary (env the script reads; pinned values):
+(docs/launch_contracts.md#family-table). Summary (env the script reads; pinned values):
 
 | family   | MBS / GBS                             | TP / PP / seq           | iterations  | precision         | pins |
 |----------|---------------------------------------|-------------------------|-------------|-------------------|------|
@@ -95,7 +95,7 @@ def recompute_from_env(contract: Contract, env: dict) -> str | None:
     return "full" if value == "1" else None
 
 
-# launch_contracts.md: the Feb-2025 train_llama3.sh reads no MXFP names and no DATA_CACHE_PATH.
+# docs/launch_contracts.md#llama-launcher: the Feb-2025 train_llama3.sh reads no MXFP names and no DATA_CACHE_PATH.
 IGNORED_BY_VERSION: dict[str, tuple[str, ...]] = {
     "2025.02": ("TE_FP4", "TE_FP4_RECIPE", "TE_FP8_RECIPE", "DATA_CACHE_PATH"),
 }
