@@ -144,8 +144,9 @@ FAMILIES: tuple[Family, ...] = (
            gbs_var="BS", precision_needs=_LLAMA_PRECISION_NEEDS, data_cache_var="DATA_CACHE_PATH",
            gated=("meta-llama/",)),
     # docs/launch_contracts.md#deepseek-launcher: reads SEQ_LEN / PAD_LEN and AC (sel|full|none), pins one
-    # node, MODEL_SIZE=16B and --exit-interval 50; under `set -e` it exits before torchrun on a node with fewer than 8 RDMA links; pins
-    # TOKENIZER_MODEL=deepseek-ai/DeepSeek-V2-Lite and loads tokenizer.json through the hub
+    # node, MODEL_SIZE=16B and --exit-interval 50; under `set -e` it exits before torchrun on a node with
+    # fewer than 8 RDMA links; pins TOKENIZER_MODEL=deepseek-ai/DeepSeek-V2-Lite and loads tokenizer.json
+    # through the hub
     Family("deepseek", r"deepseek", "examples/deepseek_v2/train_deepseekv2.sh",
            _PR_PRECISION, iters_var="TRAIN_ITERS", seq_var="SEQ_LEN", pad_var="PAD_LEN",
            recompute_var="AC", recompute_values=("none", "full"), pins_one_node=True,
