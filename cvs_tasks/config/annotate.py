@@ -1,7 +1,7 @@
 """Annotated TOML from a JSON template: the same data, every field explained by a comment.
 
 The comments come from where the fields are declared (the pydantic models' descriptions, the
-metric table in ``thresholds``) plus two tables here for the free-form blocks (``train_params``,
+metric catalog ``metrics.catalog``) plus two tables here for the free-form blocks (``train_params``,
 ``container.env``). There is no second hand-kept copy of any template: ``config.copy --format
 toml`` writes this, and a test checks that every packaged template round-trips to the same data.
 TOML has no null: a JSON ``null`` becomes a comment saying the key is unset (the models' default).
@@ -17,8 +17,9 @@ from pydantic import BaseModel
 
 from cvs_tasks.config.cluster import _ClusterFile, _Node
 from cvs_tasks.config.models import SuiteConfig
-from cvs_tasks.config.thresholds import METRIC_NOTES, ThresholdSpec
+from cvs_tasks.config.thresholds import ThresholdSpec
 from cvs_tasks.config.validation import _unwrap
+from cvs_tasks.metrics import catalog
 
 Kind = Literal["config", "threshold", "cluster"]
 WIDTH = 98
@@ -125,7 +126,8 @@ def _note(kind: Kind, path: tuple[str, ...], seen: set[str]) -> str | None:
             return SECTION_NOTES[(kind, "*")]
         if len(path) == 2 and path[1] not in seen:
             seen.add(path[1])
-            return METRIC_NOTES.get(path[1], "Not a metric the harness produces; it will only ever be missing.")
+            known = catalog.get(path[1])
+            return known.note if known else "Not a metric the harness produces; it will only ever be missing."
         return None
     if kind == "config":
         if path[:1] == ("train_params",) and len(path) == 2:

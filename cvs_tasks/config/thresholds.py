@@ -7,9 +7,8 @@ Also where the loader finds it: relative to the config's folder first, then the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cvs_tasks.config.errors import Problem, did_you_mean, join_path
 from cvs_tasks.config.files import read_object
@@ -17,6 +16,8 @@ from cvs_tasks.config.models import Number
 from cvs_tasks.config.placeholders import strip_comments
 from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
 from cvs_tasks.config.validation import validate_model
+from cvs_tasks.judge import kinds
+from cvs_tasks.metrics import catalog
 from cvs_tasks.templates import template_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -24,25 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 (`cvs_tasks.templates.checkout_root` tells them apart)."""
 THRESHOLDS_DIR = template_dir("thresholds")
 
-Kind = Literal["min", "max", "max_ms", "min_tok_s", "within", "min_ratio", "info", "baseline"]
-METRIC_NOTES = {
-    "training.throughput_per_gpu": "TFLOP/s per GPU: harmonic mean of the steady-state steps.",
-    "training.tokens_per_gpu": "Tokens per second per GPU: harmonic mean of the steady-state steps.",
-    "training.elapsed_time_per_iteration": "Step time in ms: mean of the steady-state steps.",
-    "training.mem_usage": "GPU memory in use, ratio 0-1 (ROCm 'mem usages:', Primus hip usage_ratio). "
-                          "Primus: recorded, not gated by an optional spec; write optional = false to gate it.",
-    "training.scaling_efficiency_pct": "Multi-node scaling efficiency in % against scaling_baseline "
-                                       "(distributed only).",
-    "training.steps_to_target": "First step whose loss reached convergence.target_value.",
-    "training.time_to_target_seconds": "Training seconds until that step.",
-    "training.step_time_p50_ms": "Median step time in ms.",
-    "training.step_time_p95_ms": "95th percentile step time in ms.",
-    "training.lm_loss": "Language-model loss.",
-    "training.grad_norm": "Gradient norm.",
-    "training.tflops_recomputed": "TFLOP/s per GPU recomputed from tokens/s with the harness's FLOPs formula.",
-}
-"""Every metric a threshold cell may name, with what it measures (annotated TOML templates)."""
-KNOWN_METRICS = tuple(METRIC_NOTES)
+KNOWN_METRICS = catalog.names()
+"""The metric names of ``metrics.catalog`` when this module loaded (the checks below ask the catalog itself)."""
 
 
 MAX_BASELINE_RUNS = 1000
@@ -50,14 +34,17 @@ MAX_BASELINE_RUNS = 1000
 
 
 class ThresholdSpec(BaseModel):
-    """One metric's gate. `optional` turns a missing value into SKIPPED instead of FAIL."""
+    """One metric's gate. `optional` turns a missing value into SKIPPED instead of FAIL.
+
+    What each kind needs and does is its row in ``judge.kinds``; this model only carries the fields.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    kind: Kind = Field(description="min / min_tok_s: fail below value; max / max_ms: fail above value; within: "
-                                   "value +/- tolerance_pct; min_ratio: actual / reference below value fails; "
-                                   "info: recorded, never gated; baseline: against the median of past runs.")
+    kind: str = Field(description=kinds.describe())
     value: Number | None = Field(None, description="The bound, in the metric's unit.")
+    unit: str | None = Field(None, description="The unit of value, stated: it must be the metric's "
+                                               "(max_ms and min_tok_s state ms and tok/s/GPU).")
     optional: bool = Field(False, description="true: a metric the backend does not produce is SKIPPED, not FAIL.")
     tolerance_pct: Number | None = Field(None, description="within / baseline: allowed distance in percent.")
     reference: str | None = Field(None, description="min_ratio: the metric to divide by.")
@@ -66,30 +53,33 @@ class ThresholdSpec(BaseModel):
     min_runs: int | None = Field(None, le=MAX_BASELINE_RUNS,
                                  description="baseline: RECORD until the history holds this many (default 3).")
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, name: str) -> str:
+        if kinds.resolve(name)[0] is None:
+            known = kinds.names()
+            raise ValueError(f"unknown threshold kind {name!r}{did_you_mean(name, known)}; use one of "
+                             f"{', '.join(known)}")
+        return name
+
+    @field_validator("unit")
+    @classmethod
+    def _known_unit(cls, name: str | None) -> str | None:
+        if name is not None and name not in catalog.units():
+            known = sorted(catalog.units())
+            raise ValueError(f"unknown unit {name!r}{did_you_mean(name, known)}; units: {', '.join(known)}")
+        return name
+
     @model_validator(mode="after")
     def _needs(self) -> "ThresholdSpec":
-        wrong: list[str] = []
-        if self.kind == "baseline":
-            if self.tolerance_pct is None or self.tolerance_pct < 0:
-                wrong.append("kind 'baseline' needs tolerance_pct >= 0 (how far from the median of past runs)")
-            if (self.runs is not None and self.runs < 1) or (self.min_runs is not None and self.min_runs < 1):
-                wrong.append("kind 'baseline' needs runs >= 1 and min_runs >= 1")
-            elif self.runs is not None and self.min_runs is not None and self.min_runs > self.runs:
-                wrong.append(f"kind 'baseline': min_runs ({self.min_runs}) cannot exceed runs ({self.runs})")
-        elif self.runs is not None or self.min_runs is not None:
-            wrong.append("runs and min_runs belong to kind 'baseline' only")
-        if self.kind not in ("info", "baseline") and self.value is None:
-            wrong.append(f"kind {self.kind!r} needs a numeric value")
-        if self.kind == "within":
-            if self.tolerance_pct is None or self.tolerance_pct < 0:
-                wrong.append("kind 'within' needs tolerance_pct >= 0 (percent either side of value)")
-            if self.value is not None and self.value < 0:
-                wrong.append("kind 'within' needs value >= 0 (a negative value inverts the band)")
-        if self.kind == "min_ratio" and not self.reference:
-            wrong.append("kind 'min_ratio' needs reference (the metric to divide by)")
+        wrong = kinds.problems(self)
         if wrong:
             raise ValueError("; ".join(wrong))
         return self
+
+    def stated_unit(self) -> str | None:
+        """The unit the spec states: its ``unit``, else the one its kind's spelling bakes in."""
+        return self.unit or kinds.spelled_unit(self.kind)
 
 
 Thresholds = dict[str, dict[str, ThresholdSpec]]
@@ -121,16 +111,25 @@ def load_threshold_file(path: Path) -> tuple[Thresholds, bytes, list[Problem], l
                 continue
             if not metric.startswith("training."):
                 problems.append((metric_where, "metric names start with 'training.'"
-                                 f"{did_you_mean('training.' + metric, KNOWN_METRICS)}"))
+                                 f"{did_you_mean('training.' + metric, catalog.names())}"))
                 continue
             spec, spec_problems = validate_model(ThresholdSpec, spec_data, metric_where)
             problems += spec_problems
             if spec is None:
                 continue
+            known = catalog.get(metric)
+            stated = spec.stated_unit()
+            if known is not None and stated is not None and stated != known.unit:
+                mismatch = f"{metric} is in {known.unit}, not {stated}"
+                if spec.unit is not None:
+                    problems.append((join_path(metric_where, "unit"), f"{mismatch}: state the metric's unit"))
+                    continue
+                warnings.append(f"{path}: {metric_where}: kind {spec.kind!r} states its bound in {stated}, but "
+                                f"{mismatch}; the bound is compared as written")
             specs[metric] = spec
-            if metric not in KNOWN_METRICS:
+            if known is None:
                 warnings.append(f"{path}: {metric_where}: not a metric the harness produces"
-                                f"{did_you_mean(metric, KNOWN_METRICS)}; it will only ever be missing")
+                                f"{did_you_mean(metric, catalog.names())}; it will only ever be missing")
         cells[key] = specs
     return cells, data, problems, warnings
 

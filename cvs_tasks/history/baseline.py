@@ -1,7 +1,7 @@
 """The ``baseline`` threshold kind: "within X % of the median of the last N PASS runs of this config
 on this cluster". Pure: the judgement takes the past values; the metric stage fetches them.
 
-Direction is a property of the metric (declared once in ``HIGHER_IS_BETTER``/``LOWER_IS_BETTER``):
+Direction is a property of the metric (its ``better`` in ``metrics.catalog``):
 a throughput gate fails only below the band, a step-time gate only above it, so an improvement
 never fails. Too short a history is a RECORD row that says so, never a silent PASS.
 """
@@ -12,16 +12,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from cvs_tasks.metrics import catalog
+
 DEFAULT_RUNS = 5
 DEFAULT_MIN_RUNS = 3
-HIGHER_IS_BETTER = frozenset({
-    "training.throughput_per_gpu", "training.tokens_per_gpu", "training.tflops_recomputed",
-    "training.scaling_efficiency_pct",
-})
-LOWER_IS_BETTER = frozenset({
-    "training.elapsed_time_per_iteration", "training.step_time_p50_ms", "training.step_time_p95_ms",
-    "training.mem_usage", "training.steps_to_target", "training.time_to_target_seconds",
-})
 
 
 @dataclass(frozen=True)
@@ -48,9 +42,10 @@ class BaselineVerdict:
 
 def band(name: str, median: float, pct: float) -> tuple[float | None, float | None]:
     lo, hi = median * (1 - pct / 100.0), median * (1 + pct / 100.0)
-    if name in HIGHER_IS_BETTER:
+    better = catalog.better(name)
+    if better == catalog.HIGHER:
         return lo, None
-    if name in LOWER_IS_BETTER:
+    if better == catalog.LOWER:
         return None, hi
     return lo, hi
 

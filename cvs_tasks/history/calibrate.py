@@ -5,6 +5,8 @@ The bound of each gated metric is the median of the passing runs moved by a stat
 ``max(margin_pct % of the median, 3 x the scaled MAD)`` (MAD x 1.4826 estimates the standard
 deviation without letting one odd run pull it), in the direction that would be a regression.
 The file records the statistic, the margin and the runs it used, so the numbers can be audited.
+Which metrics get a bound, in which direction and as which kind comes from the metric catalog
+(``calibrate``, ``better``, ``optional``) and the kind table (``calibrates``, ``zero``).
 """
 
 from __future__ import annotations
@@ -14,20 +16,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from cvs_tasks.judge import kinds
+from cvs_tasks.metrics import catalog
+
 MAD_SCALE = 1.4826
 MAD_WIDTHS = 3.0
 DEFAULT_MARGIN_PCT = 5.0
 MIN_RUNS = 3
 
-# metric -> (threshold kind, regression direction) for the metrics a calibrated file gates
-CALIBRATED: dict[str, tuple[str, str]] = {
-    "training.throughput_per_gpu": ("min", "down"),
-    "training.tokens_per_gpu": ("min_tok_s", "down"),
-    "training.elapsed_time_per_iteration": ("max_ms", "up"),
-    "training.step_time_p95_ms": ("max_ms", "up"),
-    "training.mem_usage": ("max", "up"),
-}
-PLACEHOLDER_KINDS = frozenset({"min", "max", "max_ms", "min_tok_s", "within", "min_ratio"})
+
+def calibrated_kind(metric: catalog.Metric) -> str:
+    """The kind a calibrated bound is written as: by the metric's direction, spelled with its unit
+    where a spelling exists (``max_ms``, ``min_tok_s``), so calibrated files read as they always did."""
+    kind = kinds.for_direction(metric.better)
+    if kind is None:
+        raise ValueError(f"{metric.name} is calibrated but has no direction (catalog: better)")
+    return kinds.spelling(kind.name, metric.unit)
 
 
 @dataclass(frozen=True)
@@ -42,35 +46,37 @@ class Bound:
 
 
 def robust_bound(metric: str, values: Sequence[float], margin_pct: float) -> Bound | None:
-    kind, direction = CALIBRATED[metric]
+    row = catalog.get(metric)
+    if row is None or not row.calibrate:
+        raise ValueError(f"{metric} is not a calibrated metric (catalog: calibrate)")
     vals = [float(v) for v in values if v is not None]
     if not vals:
         return None
     median = statistics.median(vals)
     mad = statistics.median(abs(v - median) for v in vals) * MAD_SCALE
     margin = max(abs(median) * margin_pct / 100.0, MAD_WIDTHS * mad)
-    value = median - margin if direction == "down" else median + margin
-    return Bound(metric, kind, round(value, 4), median, mad, margin, len(vals))
+    value = median - margin if row.better == catalog.HIGHER else median + margin
+    return Bound(metric, calibrated_kind(row), round(value, 4), median, mad, margin, len(vals))
 
 
 def calibrated_file(runs: Sequence[Mapping[str, Any]], *, margin_pct: float = DEFAULT_MARGIN_PCT,
                     min_runs: int = MIN_RUNS, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``runs``: [{"run_id", "started", "metrics": {combo: {metric: value}}}], the passing runs to use.
 
-    A metric is gated only when at least ``min_runs`` of them have a value for it; mem_usage is
-    optional (not every backend prints it).
+    A metric is gated only when at least ``min_runs`` of them have a value for it; one the catalog
+    marks optional (not every backend prints it) gets an optional spec.
     """
     cells: dict[str, dict[str, Any]] = {}
     used: dict[str, dict[str, Any]] = {}
     combos = sorted({c for r in runs for c in r["metrics"]})
     for combo in combos:
-        for metric in CALIBRATED:
+        for metric in (m.name for m in catalog.calibrated()):
             values = [r["metrics"].get(combo, {}).get(metric) for r in runs]
             if sum(v is not None for v in values) < min_runs:
                 continue
             b = robust_bound(metric, values, margin_pct)
             spec: dict[str, Any] = {"kind": b.kind, "value": b.value}
-            if metric == "training.mem_usage":
+            if catalog.get(metric).optional:
                 spec["optional"] = True
             cells.setdefault(combo, {})[metric] = spec
             used.setdefault(combo, {})[metric] = {"median": round(b.median, 4), "scaled_mad": round(b.mad, 4),
@@ -94,7 +100,8 @@ def placeholder_problems(thresholds: Mapping[str, Mapping[str, Any]], path: Any)
     out = []
     for cell, specs in thresholds.items():
         for metric, spec in specs.items():
-            if getattr(spec, "kind", None) in PLACEHOLDER_KINDS and getattr(spec, "value", None) == 0:
+            kind, _ = kinds.resolve(getattr(spec, "kind", None))
+            if kind is not None and kind.zero and getattr(spec, "value", None) == 0:
                 out.append(f"{path}: {cell}.{metric}: value 0 is a placeholder, not a measured bound "
-                           f"(kind {spec.kind!r} would always {'fail' if spec.kind in ('max', 'max_ms') else 'pass'})")
+                           f"(kind {spec.kind!r} would always {kind.zero})")
     return out

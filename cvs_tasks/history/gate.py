@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from cvs_tasks.history.baseline import BaselineSettings, judge
 from cvs_tasks.history.db import HistoryUnavailable, reading
 from cvs_tasks.history.queries import metric_series
+from cvs_tasks.judge import kinds
 from cvs_tasks.run.records import MetricRow
 
 
@@ -32,8 +33,8 @@ def split_cell(cell: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, d
     """(the fixed specs, the baseline specs). A cell of baseline specs only leaves ``{}`` fixed."""
     if not cell:
         return (dict(cell) if cell is not None else None), {}
-    fixed = {n: s for n, s in cell.items() if getattr(s, "kind", None) != "baseline"}
-    return fixed, {n: s for n, s in cell.items() if getattr(s, "kind", None) == "baseline"}
+    past = {n for n, s in cell.items() if kinds.judged_by_history(getattr(s, "kind", None))}
+    return {n: s for n, s in cell.items() if n not in past}, {n: s for n, s in cell.items() if n in past}
 
 
 def baseline_rows(ctx: GateContext, combo: str, actuals: Mapping[str, Any], specs: Mapping[str, Any],

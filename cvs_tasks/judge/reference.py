@@ -18,15 +18,11 @@ import math
 from typing import Any, Mapping, Sequence
 
 from cvs_tasks import backends
+from cvs_tasks.metrics import catalog
 from cvs_tasks.run.records import MetricRow
 
 SUFFIX = " (ROCm CVS)"
-SUMMARY_LABELS = {  # metric -> ROCm launcher summary label (as ``LineFacts.launcher_summary`` keys it)
-    "training.throughput_per_gpu": "throughput per gpu",
-    "training.tokens_per_gpu": "tokens/gpu/s",
-    "training.elapsed_time_per_iteration": "elapsed time per iteration",
-    "training.mem_usage": "mem usages",
-}
+SUMMARY_LABELS = catalog.summary_labels()  # metric -> ROCm launcher summary label (``LineFacts.launcher_summary`` keys)
 STEP_FIELDS = {"training.throughput_per_gpu": "tflops", "training.elapsed_time_per_iteration": "elapsed_ms",
                "training.mem_usage": "mem_ratio"}
 PRIMUS_FIELDS = {"training.throughput_per_gpu": ("tflops_avg", "tflops"),

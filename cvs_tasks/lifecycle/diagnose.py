@@ -20,23 +20,23 @@ from cvs_tasks.lifecycle.jobrun import run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session, _owner
+from cvs_tasks.metrics import catalog
 from cvs_tasks.run import NodeOutcome, RunDir, StageRecord, combo_dir
 
 STAGE = "diagnose"
-SPEED_GATES = frozenset({"training.throughput_per_gpu", "training.tokens_per_gpu", "training.tflops_recomputed",
-                         "training.elapsed_time_per_iteration", "training.scaling_efficiency_pct"})
 
 
 def wanted_after_training(session: Session) -> bool:
     """``diagnose.auto`` and a distributed combo failed or missed a throughput/scaling gate."""
     if not session.config.diagnose.auto or not session.plan.distributed:
         return False
+    speed_gates = catalog.speed_gates()
     for combo in session.plan.combo_ids:
         training = session.run.read_record("training", combo)
         if training is not None and training.status in ("FAIL", "ERROR"):
             return True
         metric = session.run.read_record("metric", combo)
-        if metric is not None and any(r.status == "FAIL" and r.name in SPEED_GATES for r in metric.metrics):
+        if metric is not None and any(r.status == "FAIL" and r.name in speed_gates for r in metric.metrics):
             return True
     return False
 

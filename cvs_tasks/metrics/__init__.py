@@ -2,25 +2,27 @@
 
 No SSH, no clock; ``logfile`` is the only module that reads a file. Judging what was read
 (thresholds, loss curve, scaling, checkpoint continuity) is in ``cvs_tasks.judge``.
+
+The names below load on first use, so importing ``metrics.catalog`` (the config schema and the
+judge do) does not load the parser.
 """
 
-from cvs_tasks.metrics.aggregate import warmup_cutoff
-from cvs_tasks.metrics.checkpoint import CheckpointTimes, checkpoint_io_times
-from cvs_tasks.metrics.flops import ModelDims, flops_per_token, model_dims, recompute_tflops
-from cvs_tasks.metrics.iteration import Iteration
-from cvs_tasks.metrics.logfile import parse_file
-from cvs_tasks.metrics.parser import LogParser
-from cvs_tasks.metrics.signatures import (
-    SIGNATURES,
-    ErrorHit,
-    Signature,
-    root_cause,
-    scan_lines,
-    scan_text,
-)
+from importlib import import_module
 
-__all__ = [
-    "warmup_cutoff", "CheckpointTimes", "checkpoint_io_times", "ModelDims",
-    "flops_per_token", "model_dims", "recompute_tflops", "Iteration", "parse_file", "LogParser",
-    "SIGNATURES", "ErrorHit", "Signature", "root_cause", "scan_lines", "scan_text",
-]
+_EXPORTS = {
+    "warmup_cutoff": "aggregate", "CheckpointTimes": "checkpoint", "checkpoint_io_times": "checkpoint",
+    "ModelDims": "flops", "flops_per_token": "flops", "model_dims": "flops", "recompute_tflops": "flops",
+    "Iteration": "iteration", "parse_file": "logfile", "LogParser": "parser", "SIGNATURES": "signatures",
+    "ErrorHit": "signatures", "Signature": "signatures", "root_cause": "signatures", "scan_lines": "signatures",
+    "scan_text": "signatures",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

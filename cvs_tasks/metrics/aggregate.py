@@ -34,12 +34,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-SUMMARY_KEYS = {  # ROCm launcher summary line label -> metric
-    "throughput per gpu": "training.throughput_per_gpu",
-    "elapsed time per iteration": "training.elapsed_time_per_iteration",
-    "tokens/gpu/s": "training.tokens_per_gpu",
-    "mem usages": "training.mem_usage",
-}
+from cvs_tasks.metrics import catalog
 
 
 def warmup_cutoff(planned: int | None, last_step: int | None, start: int = 1) -> int:
@@ -61,7 +56,7 @@ def fill_from_summary(metrics: dict[str, float | None],
                       summary: dict[str, float]) -> dict[str, float | None]:
     """Fill metrics the iterations could not produce from the ROCm launcher summary lines."""
     out = dict(metrics)
-    for label, name in SUMMARY_KEYS.items():
+    for name, label in catalog.summary_labels().items():
         value = summary.get(label)
         if out.get(name) is None and value is not None and math.isfinite(value):
             out[name] = value

@@ -5,7 +5,9 @@ they differ in the prefix before ``iteration`` (timestamps, Primus loguru header
 prefixes such as ``[rank3]:`` or ``0: [default0]:``), in which labels appear and in how a value
 is spelled (``X``, ``X/Y``, ``X (avg Y)``, ``.../80.40%``, seconds instead of ms). So a line is
 read in two steps: ``HEAD`` finds ``iteration N/T |`` and the rest of the line, and the labels of
-the rest are looked up in ``LABELS``. Adding a dialect is a few rows in a table below.
+the rest are looked up in ``LABELS``. Adding a dialect is a few rows in a table below. These
+tables are the source of which label fills which field; the metric catalog (``catalog``) says
+which fields a run metric summarises.
 
 Speed: lines of one run share their label sequence, so a window's lines are grouped by it and
 each field is converted column-wise (``map`` over a column runs in C); the label sequence is
@@ -49,6 +51,8 @@ DEEPSPEED = {  # Megatron-DeepSpeed / BLOOM: seconds, per-GPU TFLOPs and tgs
     "tflops": ("tflops", NUMBER),
     "tokens per gpu per second (tgs)": ("tokens", NUMBER),
 }
+DIALECT_LABELS = {"upstream": MEGATRON, "rocm-fork": ROCM_FORK, "primus": PRIMUS, "megatron-deepspeed": DEEPSPEED}
+"""Each dialect's own table, named as ``LogParser.flavour`` names the generations (the catalog's view)."""
 LABELS = {**MEGATRON, **ROCM_FORK, **PRIMUS, **DEEPSPEED}
 # Labels that tell the generation (dialect.py reads them); the key is the feature name.
 FEATURE_LABELS = {

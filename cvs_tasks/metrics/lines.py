@@ -13,10 +13,12 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from cvs_tasks.metrics import catalog
+
+SUMMARY_LABELS = tuple(catalog.summary_labels().values())  # the launcher's summary lines, from the catalog
 ANCHORS: tuple[str, ...] = (
-    " ..", "arguments", "throughput per gpu:", "tokens/gpu/s:", "mem usages:",
-    "elapsed time per iteration:", "training completed", "finished successfully", "seq_len:",
-    "world_size=", "primus", "validation",
+    " ..", "arguments", *(f"{label}:" for label in SUMMARY_LABELS), "training completed", "finished successfully",
+    "seq_len:", "world_size=", "primus", "validation",
 )
 # Megatron-LM / DeepSpeed: "------ arguments ------", "  name ....... value", "--- end of arguments ---";
 # Primus logs the same lines through loguru with an "arguments.py:<line>] :" tag.
@@ -24,8 +26,7 @@ _DUMP_START = re.compile(r"-{3,} arguments -{3,}")
 _DUMP_END = re.compile(r"-{3,} end of arguments -{3,}")
 _ARG = re.compile(r"(?:^|[\s:\]])([A-Za-z_][\w.-]*) \.{2,}(?: (.*?))?\s*$")
 _SUMMARY = re.compile(
-    r"(?:^|[\s:\]])(throughput per GPU|elapsed time per iteration|tokens/GPU/s|mem usages):\s+"
-    r"([-+]?[\w.]+)\s*$", re.IGNORECASE)
+    rf"(?:^|[\s:\]])({'|'.join(map(re.escape, SUMMARY_LABELS))}):\s+([-+]?[\w.]+)\s*$", re.IGNORECASE)
 _PRIMUS_SEQ = re.compile(r"seq_len:\s*(\d+)\s+world_size:\s*(\d+)")
 _PRIMUS_WORLD = re.compile(r"\[Primus:Env\][^\n]*\bworld_size=(\d+)")
 _VALIDATION = re.compile(
@@ -73,8 +74,7 @@ class LineFacts:
         return self._read_other(line, lower)
 
     def _read_other(self, line: str, lower: str) -> bool:
-        if ":" in line and ("throughput" in lower or "gpu/s" in lower or "usages" in lower
-                            or "elapsed" in lower):
+        if ":" in line and any(label in lower for label in SUMMARY_LABELS):
             m = _SUMMARY.search(line)
             if m:
                 key, value = m.group(1).lower(), _number(m.group(2))

@@ -220,8 +220,7 @@ class LogParser(ParserViews):
             gbs = [float(fallback_gbs) if fallback_gbs else _NAN] * n
         clocks = ([prefix_clock(prefix_text(others[j])) for j in rows.index]
                   if self._primus_records() and self.stats.probing(rows.steps) else None)
-        self.stats.add(rows.steps, rows.totals, rows.col("ms"), rows.col("tflops"), rows.col("tokens"),
-                       rows.col("mem"), gbs, clocks)
+        self.stats.add(rows.steps, rows.totals, gbs, [rows.col(f) for f in self.stats.fields.names], clocks)
         for k, name in self._fields.check(rows):
             cls, fatal = ITERATION_SIGNATURES[name]
             j = rows.index[k]

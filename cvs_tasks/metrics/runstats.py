@@ -14,8 +14,9 @@ of the first ``PROBE`` steps of an attempt count in no metric (``averaged_steps`
 follow the warm-up they also extend it. Only Primus records are probed (the parser hands clocks
 for them alone): Megatron-LM prints the average over the log interval, never a cumulative one.
 
-Statistics (the reasons are in ``aggregate``): mean step time and its p50/p95, harmonic means
-of TFLOP/s and tokens/s, mean memory ratio, all from counts of distinct values (``Sums``).
+Statistics (the reasons are in ``aggregate``): one per metric of the catalog that names an
+iteration-line field (``catalog.from_lines``: mean step time and its p50/p95, harmonic means of
+TFLOP/s and tokens/s, mean memory ratio), all from counts of distinct values (``Sums``).
 Memory therefore grows with the number of distinct printed values (bounded by the printed
 precision), never with the step count. Each step counts once (the first line printed for it;
 Primus prints every step twice). A step far behind the last one (more than ``ECHO`` steps)
@@ -31,11 +32,14 @@ from fractions import Fraction
 from itertools import compress
 from operator import eq, le, ne
 
+from cvs_tasks.metrics import catalog
 from cvs_tasks.metrics.aggregate import percentile_of_counts, warmup_cutoff
 
 ECHO = 16  # a step at most this far behind the last one is a late echo, not a restart
 PROBE = 16  # steps after an attempt's first whose printed time is checked against the time stamps
 RATIO = 1.5  # printed time > RATIO x the wall time since the previous step: not this step's own time
+STEP_TIME, TOKENS = "ms", "tokens"  # grammar fields: every iteration line's step time; tokens/s/GPU, derived
+# from GBS x seq / step time on lines that print none
 _INF = math.inf
 
 
@@ -46,6 +50,28 @@ def _positive(values: list[float]) -> list[float]:
     return [v for v in values if 0.0 < v < _INF]
 
 
+def _finite(values: list[float]) -> list[float]:
+    total = sum(values)
+    if -_INF < total < _INF:
+        return values
+    return [v for v in values if -_INF < v < _INF]
+
+
+class Fields:
+    """The grammar fields the catalog's line metrics summarise, and how each is kept.
+
+    ``names`` starts with the step time (always read). A field keeps only positive values when
+    every metric over it wants them (``Metric.positive_only``), else every finite value.
+    """
+
+    def __init__(self, metrics: tuple[catalog.Metric, ...]) -> None:
+        self.metrics = metrics
+        names = [STEP_TIME] + [m.field for m in metrics if m.field != STEP_TIME]
+        self.names: tuple[str, ...] = tuple(dict.fromkeys(names))
+        self.positive = tuple(all(m.positive_only for m in metrics if m.field == f) for f in self.names)
+        self.tokens = self.names.index(TOKENS) if TOKENS in self.names else None
+
+
 class Sums:
     """Counts of every distinct value per field over one set of steps.
 
@@ -54,29 +80,33 @@ class Sums:
     on how the log was cut into pieces.
     """
 
-    def __init__(self) -> None:
-        self.times: Counter = Counter()  # positive finite step time (ms) -> count
-        self.tflops: Counter = Counter()
-        self.tokens: Counter = Counter()  # logged tokens/s/GPU
+    def __init__(self, fields: Fields) -> None:
+        self.fields = fields
+        self.values: list[Counter] = [Counter() for _ in fields.names]  # per field: kept value -> count
         self.derive: dict[float, Counter] = {}  # GBS -> step times of steps without logged tokens
-        self.mem: Counter = Counter()
         self.count, self.first, self.last = 0, None, None
 
-    def add(self, steps, ms, tf, tok, mem, gbs) -> None:
-        """Columns of equal length (``None``: the field was not printed on these lines)."""
+    def add(self, steps, gbs, *cols) -> None:
+        """Columns of equal length, one per ``fields.names`` (``None``: not printed on these lines)."""
         n = len(steps)
         if not n:
             return
         self.count += n
         self.first = steps[0] if self.first is None else self.first
         self.last = steps[-1]
-        times = _positive(ms)
-        self.times.update(times)
-        if tf is not None:
-            self.tflops.update(_positive(tf))
-        if tok is not None:
-            good = _positive(tok)
-            self.tokens.update(good)
+        kept = [None if col is None else _positive(col) if positive else _finite(col)
+                for col, positive in zip(cols, self.fields.positive)]
+        for counts, values in zip(self.values, kept):
+            if values is not None:
+                counts.update(values)
+        t = self.fields.tokens
+        if t is not None:
+            times = kept[0] if self.fields.positive[0] else _positive(cols[0])
+            good = None if cols[t] is None else kept[t] if self.fields.positive[t] else _positive(cols[t])
+            self._derive(cols[0], times, cols[t], good, gbs, n)
+
+    def _derive(self, ms, times, tok, good, gbs, n: int) -> None:
+        """Keep the step times of lines without logged tokens, by GBS, for derived tokens/s."""
         if tok is None and len(times) == n and gbs.count(gbs[0]) == n and 0.0 < gbs[0] < _INF:
             self.derive.setdefault(gbs[0], Counter()).update(times)  # the common case, in C
         elif tok is None or len(good) < n:
@@ -84,29 +114,44 @@ class Sums:
             for m, g in rows:
                 if 0.0 < m < _INF and 0.0 < g < _INF:
                     self.derive.setdefault(g, Counter())[m] += 1
-        if mem is not None:
-            self.mem.update(v for v in mem if -_INF < v < _INF)
 
     def metrics(self, seq_length: int | None, world_size: int | None) -> dict[str, float | None]:
-        items = sorted(self.times.items())
-        n_times = sum(c for _, c in items)
-        tok_n, tok_inv = _reciprocals(self.tokens)
-        if seq_length and world_size and self.derive:
-            scale = Fraction(world_size, seq_length * 1000)
-            for g, times in self.derive.items():
-                tok_n += sum(times.values())
-                tok_inv += _total(times) / Fraction(g) * scale
-        tf_n, tf_inv = _reciprocals(self.tflops)
-        mem_n = sum(self.mem.values())
-        return {
-            "training.throughput_per_gpu": float(tf_n / tf_inv) if tf_n else None,
-            "training.tokens_per_gpu": float(tok_n / tok_inv) if tok_n else None,
-            "training.elapsed_time_per_iteration": (float(_total(self.times) / n_times)
-                                                    if n_times else None),
-            "training.mem_usage": float(_total(self.mem) / mem_n) if mem_n else None,
-            "training.step_time_p50_ms": percentile_of_counts(items, n_times, 50.0),
-            "training.step_time_p95_ms": percentile_of_counts(items, n_times, 95.0),
-        }
+        out: dict[str, float | None] = {}
+        names = self.fields.names
+        for metric in self.fields.metrics:
+            i = names.index(metric.field)
+            counts = self.values[i]
+            if metric.positive_only and not self.fields.positive[i]:
+                counts = Counter({v: c for v, c in counts.items() if v > 0.0})
+            derive = self.derive if i == self.fields.tokens and seq_length and world_size else {}
+            out[metric.name] = _STATISTICS[metric.statistic](counts, derive, seq_length, world_size)
+        return out
+
+
+def _mean(counts: Counter, *_) -> float | None:
+    n = sum(counts.values())
+    return float(_total(counts) / n) if n else None
+
+
+def _harmonic_mean(counts: Counter, derive: dict[float, Counter], seq_length, world_size) -> float | None:
+    n, inv = _reciprocals(counts)
+    if derive:  # 1 / (GBS x seq x 1000 / (ms x world)) per step without logged tokens
+        scale = Fraction(world_size, seq_length * 1000)
+        for g, times in derive.items():
+            n += sum(times.values())
+            inv += _total(times) / Fraction(g) * scale
+    return float(n / inv) if n else None
+
+
+def _percentile(q: float):
+    def statistic(counts: Counter, *_) -> float | None:
+        items = sorted(counts.items())
+        return percentile_of_counts(items, sum(c for _, c in items), q)
+    return statistic
+
+
+_STATISTICS = {catalog.MEAN: _mean, catalog.HARMONIC_MEAN: _harmonic_mean,
+               catalog.P50: _percentile(50.0), catalog.P95: _percentile(95.0)}
 
 
 def _total(counts: Counter) -> Fraction:
@@ -121,6 +166,7 @@ class RunStats:
     """Feeds rows in log order into first-step / warm-up / steady sums of the latest attempt."""
 
     def __init__(self) -> None:
+        self.fields = Fields(catalog.from_lines())
         self.restarts = 0
         self.counted = 0  # steps counted, all attempts
         self._reset()
@@ -129,7 +175,7 @@ class RunStats:
         self.start: int | None = None
         self.cutoff: int | None = None
         self.last: int | None = None
-        self.first, self.warm, self.steady = Sums(), Sums(), Sums()
+        self.first, self.warm, self.steady = Sums(self.fields), Sums(self.fields), Sums(self.fields)
         self.averaged: list[int] = []  # steps whose printed time is a running average (see module doc)
         self._clock: tuple[int, float, float] | None = None  # (step, seconds, resolution) of the last probed line
 
@@ -138,10 +184,10 @@ class RunStats:
         return (self.start is None or steps[0] <= self.start + PROBE
                 or (self.last is not None and min(steps) < self.last - ECHO))
 
-    def add(self, steps, totals, ms, tf, tok, mem, gbs, clocks=None) -> None:
-        """Columns of one group of lines in log order (``None`` for a field not printed);
-        ``clocks``: (seconds, resolution) per line, needed while ``probing``."""
-        cols = [steps, totals, ms, tf, tok, mem, gbs, clocks]
+    def add(self, steps, totals, gbs, fields, clocks=None) -> None:
+        """Columns of one group of lines in log order: ``fields`` holds one per ``self.fields.names``
+        (``None`` for a field not printed); ``clocks``: (seconds, resolution) per line, needed while ``probing``."""
+        cols = [steps, totals, gbs, clocks, *fields]
         if len(steps) > 1 and any(map(eq, steps[1:], steps[:-1])):  # a step printed twice in a row
             first = [True] + list(map(ne, steps[1:], steps[:-1]))
             cols = [None if c is None else list(compress(c, first)) for c in cols]
@@ -157,15 +203,16 @@ class RunStats:
                     break
                 i += 1  # a repeated or late step: counted once already
             if i < b:
-                self._add_sorted(*cols, i, b)
+                self._add_sorted(cols, i, b)
 
-    def _add_sorted(self, steps, totals, ms, tf, tok, mem, gbs, clocks, i: int, j: int) -> None:
+    def _add_sorted(self, cols, i: int, j: int) -> None:
+        steps, totals, _, clocks, ms = cols[:5]
         i0 = i
-        cols = (steps, ms, tf, tok, mem, gbs)
+        kept = [cols[0], cols[2], *cols[4:]]  # what ``Sums.add`` takes: steps, GBS, the fields
         if self.start is None:
             self.start = steps[i]
             self.cutoff = warmup_cutoff(totals[i], None, steps[i])
-            self.first.add(*_cut(cols, i, i + 1))
+            self.first.add(*_cut(kept, i, i + 1))
             i += 1
         averaged = self._averaged(steps, ms, clocks, i0, j) if clocks is not None else []
         for k in averaged:  # a running average right after the warm-up extends it
@@ -174,9 +221,9 @@ class RunStats:
         mid = max(i, min(j, bisect_right(steps, self.cutoff, i, j)))
         for sums, a, b in ((self.warm, i, mid), (self.steady, mid, j)):
             if averaged and a < b and averaged[-1] >= a and averaged[0] < b:
-                sums.add(*_pick(cols, [k for k in range(a, b) if k not in averaged]))
+                sums.add(*_pick(kept, [k for k in range(a, b) if k not in averaged]))
             else:
-                sums.add(*_cut(cols, a, b))
+                sums.add(*_cut(kept, a, b))
         self.averaged.extend(steps[k] for k in averaged)
         self.last = steps[j - 1]
         self.counted += j - i0
