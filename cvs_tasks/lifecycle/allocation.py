@@ -17,6 +17,7 @@ from cvs_tasks.config import HostSpec
 from cvs_tasks.plan import with_hosts
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.slurm import Allocation, SlurmClient, SlurmHosts, drain_lines
+from cvs_tasks.run.stages import LAUNCH_CONTAINER
 
 if TYPE_CHECKING:
     from cvs_tasks.config.scheduler import SchedulerSpec
@@ -126,7 +127,7 @@ def judged_bad(records, names_by_address: dict[str, str]) -> dict[str, str]:
         if error.get("host"):
             host = names_by_address.get(error["host"], error["host"])
             bad.setdefault(host, f"{rec.name}: {error.get('cls') or error.get('name') or 'failed'}")
-        if rec.stage == "launch_container":
+        if rec.stage == LAUNCH_CONTAINER.id:
             for node in rec.nodes:
                 if node.status != "PASS":
                     bad.setdefault(names_by_address.get(node.host, node.host), f"{rec.name}: {node.reason[:120]}")

@@ -20,8 +20,9 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session, _owner
 from cvs_tasks.run import NodeOutcome, RunDir, StageRecord, combo_dir
+from cvs_tasks.run.stages import DIAGNOSE as STAGE
+from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER, LAUNCH_CONTAINER, METRIC, TEARDOWN, TRAINING
 
-STAGE = "diagnose"
 SPEED_GATES = frozenset({"training.throughput_per_gpu", "training.tokens_per_gpu", "training.tflops_recomputed",
                          "training.elapsed_time_per_iteration", "training.scaling_efficiency_pct"})
 
@@ -31,10 +32,10 @@ def wanted_after_training(session: Session) -> bool:
     if not session.config.diagnose.auto or not session.plan.distributed:
         return False
     for combo in session.plan.combo_ids:
-        training = session.run.read_record("training", combo)
+        training = session.run.read_record(TRAINING.id, combo)
         if training is not None and training.status in ("FAIL", "ERROR"):
             return True
-        metric = session.run.read_record("metric", combo)
+        metric = session.run.read_record(METRIC.id, combo)
         if metric is not None and any(r.status == "FAIL" and r.name in SPEED_GATES for r in metric.metrics):
             return True
     return False
@@ -62,7 +63,7 @@ def _diagnose(session: Session) -> StageRecord:
         return StageRecord(STAGE, "SKIPPED", reason=f"diagnose relaunches each node's container as a one-node "
                            f"container; container.lifetime {container.lifetime!r} keeps the run's own (use per_run)")
     session.say(f"diagnose: the smoke cell on each of {len(hosts)} node(s) on its own")
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix="diagnose") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix=STAGE) as pool:
         smokes = list(pool.map(lambda i: _node_smoke(session, i), range(len(hosts))))
     found = find_outliers(smokes, session.config.diagnose.tolerance_pct)
     bad = {o["host"]: o["reason"] for o in found.outliers}
@@ -84,7 +85,7 @@ def node_session(session: Session, index: int) -> Session:
     folder = session.run.path / STAGE / combo_dir(host.address) / session.run.run_id  # same run id: same node folder
     run = RunDir(folder, session.redactor)
     run.stages_dir.mkdir(parents=True, exist_ok=True)
-    for stage in ("launch_container", "download_tokenizer"):  # the token and tokenizer the run placed
+    for stage in (LAUNCH_CONTAINER.id, DOWNLOAD_TOKENIZER.id):  # the token and tokenizer the run placed
         rec = session.run.read_record(stage)
         if rec is not None:
             run.write_record(rec)
@@ -137,15 +138,15 @@ def run_diagnose(session: Session) -> int:
     launched = not container_ready(session)
     if not session.run.records() and not session.dry_run:  # a run of its own: judged on the diagnosis alone
         manifest = session.run.manifest()
-        manifest["scope"] = "diagnose"
+        manifest["scope"] = STAGE
         session.run.write_manifest(manifest)
     interrupted = False
     records: list[StageRecord] = []
     with interrupt_guard(session):
         try:
             if launched:
-                records += run_stage(session, "launch_container")
-                records += run_stage(session, "download_tokenizer")
+                records += run_stage(session, LAUNCH_CONTAINER.id)
+                records += run_stage(session, DOWNLOAD_TOKENIZER.id)
             if all(r.status in ("PASS", "SKIPPED") for r in records):
                 records.append(diagnose(session))
         except Interrupted:
@@ -153,9 +154,9 @@ def run_diagnose(session: Session) -> int:
         finally:
             try:
                 if launched:
-                    records += run_stage(session, "teardown", force=True)
+                    records += run_stage(session, TEARDOWN.id, force=True)
                 elif session.config.container.runtime.name == "docker":  # give the run its containers back
-                    records += run_stage(session, "launch_container", force=True)
+                    records += run_stage(session, LAUNCH_CONTAINER.id, force=True)
             except Interrupted:
                 interrupted = True
             finish_run(session, interrupted=interrupted)

@@ -19,8 +19,8 @@ from cvs_tasks.lifecycle import diagnose
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.run import StageRecord
+from cvs_tasks.run.stages import container_stage, table
 from cvs_tasks.run.stages import stage as stage_row
-from cvs_tasks.run.stages import table
 
 EXIT_INTERRUPTED = 130
 
@@ -74,8 +74,9 @@ def interrupt_guard(session: Session) -> Iterator[None]:
 
 
 def container_ready(session: Session) -> bool:
-    launch = session.run.read_record("launch_container")
-    down = session.run.read_record("teardown")
+    """The container is up: the stage that brings it up passed, and none took it down since."""
+    launch = session.run.read_record(container_stage("up").id)
+    down = session.run.read_record(container_stage("down").id)
     if not is_done(launch) or launch.status != "PASS":
         return False
     return down is None or down.started < launch.ended
@@ -83,7 +84,12 @@ def container_ready(session: Session) -> bool:
 
 def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *,
               force: bool | None = None) -> list[StageRecord]:
-    """One stage (every selected combo for per-combo stages)."""
+    """One stage (every selected combo for per-combo stages).
+
+    A stage that brings the container up or takes it down (``container`` in the stage table) runs
+    again whenever the container is not in the state it leaves: launched again after a teardown,
+    torn down again after a relaunch."""
+    row = stage_row(stage)
     body = body_of(stage)
     if session.dry_run:  # chained dry-run tasks share one session: print each stage once
         key = (stage, tuple(combos or ()))
@@ -91,11 +97,9 @@ def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None,
             session.say(f"{stage}: printed above (dry run)")
             return []
         session.printed.add(key)
-    if stage == "launch_container" and not (force or session.force) and not container_ready(session):
-        force = True  # never launched, or torn down since: launch again
-    if stage == "teardown" and container_ready(session):
-        force = True  # launched again since the last teardown
-    if stage_row(stage).per_combo:
+    if row.container and container_ready(session) != (row.container == "up"):
+        force = True
+    if row.per_combo:
         selected = list(combos) if combos else session.plan.combo_ids
         for c in selected:
             session.plan.combo(c)  # unknown combo -> BadInput before anything runs

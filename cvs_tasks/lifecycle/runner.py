@@ -93,6 +93,7 @@ def _run_body(session: Session, stage: str, combo: str | None, body: StageBody, 
     else:
         try:
             record = body(session, combo)
+            record.stage, record.combo = stage, combo  # the body's result is this stage's record
         except Interrupted:
             record = StageRecord(stage=stage, combo=combo, status="ERROR", reason="interrupted by the user")
             record.data["interrupted"] = True

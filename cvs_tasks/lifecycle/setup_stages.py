@@ -11,6 +11,7 @@ from cvs_tasks.lifecycle.jobspec import job_spec
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.plan import HOST_PID_RUNTIMES
 from cvs_tasks.run import NodeOutcome, StageRecord
+from cvs_tasks.run.stages import LAUNCH_CONTAINER, TEARDOWN
 
 TOKEN_NAME = "hf_token"
 
@@ -44,7 +45,7 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
     runtime = session.runtime()
     results = runtime.launch()
     nodes = node_outcomes(session, results, ok_reason="running")
-    record = StageRecord(stage="launch_container", status="PASS", nodes=nodes)
+    record = StageRecord.result("PASS", nodes=nodes)
     record.attempts = attempts_of(runtime, session.hosts())
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
@@ -98,7 +99,7 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
 def has_token(session: Session) -> bool:
     """Did the launch place the HF token file on the nodes (its record says so)? In a dry run
     (nothing recorded): whether the token file exists, so the export line shows as it would."""
-    rec = session.run.read_record("launch_container")
+    rec = session.run.read_record(LAUNCH_CONTAINER.id)
     if rec is None:
         return session.dry_run and Path(session.config.paths.hf_token_file).expanduser().is_file()
     return rec.data.get("hf_token") is True
@@ -106,19 +107,15 @@ def has_token(session: Session) -> bool:
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:
     if session.plan.backend == "primus":
-        return StageRecord(stage="download_tokenizer", status="SKIPPED",
-                           reason="Primus takes the HF repo id from its YAML")
+        return StageRecord.result("SKIPPED", "Primus takes the HF repo id from its YAML")
     first = session.plan.combos[0]
     job = job_spec(session, label="tokenizer_check", combo=first, mbs="1", gbs="1", precision="BF16", iterations=1)
     if not tok.needs_local_tokenizer(job):
-        return StageRecord(
-            stage="download_tokenizer",
-            status="SKIPPED",
-            reason=f"not needed: {job.train_params.get('tokenizer_model')} is used by its HF repo id",
-        )
+        return StageRecord.result(
+            "SKIPPED", f"not needed: {job.train_params.get('tokenizer_model')} is used by its HF repo id")
     results = session.runtime().exec(tok.tokenizer_download_command(job), timeout=1800)
     nodes = node_outcomes(session, results, ok_reason=tok.local_tokenizer_path(job))
-    record = StageRecord(stage="download_tokenizer", status="PASS", nodes=nodes)
+    record = StageRecord.result("PASS", nodes=nodes)
     record.data["tokenizer_path"] = tok.local_tokenizer_path(job)
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
@@ -134,8 +131,8 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
     hosts = session.reachable_hosts()
     if hosts is None:
         notes = [note for note in [release(session)] if note]
-        return StageRecord(stage="teardown", status="PASS", data={"notes": notes},
-                           reason="nothing to remove: this run never held a Slurm allocation")
+        return StageRecord.result("PASS", "nothing to remove: this run never held a Slurm allocation",
+                                  data={"notes": notes})
     record = _remove_from_nodes(session, hosts)
     released = release(session)
     if released:
@@ -155,13 +152,13 @@ def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     cleanup = hosts.run(release_command(session), timeout=60)  # the lock, then the marked run folder
     results = session.runtime().remove()
     nodes = node_outcomes(session, results, ok_reason="removed")
-    record = StageRecord(stage="teardown", status="PASS", nodes=nodes, reason="torn down")
+    record = StageRecord.result("PASS", "torn down", nodes=nodes)
     if stopped:
         record.data["notes"] = stopped
     record.attempts = attempts_of(session.runtime())
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
-        record.reason = failed_nodes_reason("teardown", nodes)
+        record.reason = failed_nodes_reason(TEARDOWN.id, nodes)
     elif any(not r.ok for r in cleanup):
         bad = next(r for r in cleanup if not r.ok)
         record.status = "ERROR"
