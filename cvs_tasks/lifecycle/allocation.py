@@ -103,7 +103,7 @@ def release(session: Session) -> str | None:
     """scancel the run's allocation if the harness requested it; returns what was done."""
     spec = session.plan.cluster.scheduler
     recorded = session.run.manifest().get(MANIFEST_KEY) or {}
-    if spec is None or not recorded.get("job_id") or session.dry_run:
+    if spec is None or not recorded.get("job_id"):
         return None
     job_id = str(recorded["job_id"])
     if not recorded.get("owned"):

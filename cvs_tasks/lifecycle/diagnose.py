@@ -19,7 +19,7 @@ from cvs_tasks.lifecycle.jobrun import run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session, _owner
-from cvs_tasks.run import NodeOutcome, RunDir, StageRecord, combo_dir
+from cvs_tasks.run import NodeOutcome, StageRecord, combo_dir
 from cvs_tasks.run.stages import DIAGNOSE as STAGE
 from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER, LAUNCH_CONTAINER, METRIC, TEARDOWN, TRAINING
 
@@ -51,8 +51,7 @@ def diagnose(session: Session) -> StageRecord:
     except CvsError as exc:
         record = StageRecord(STAGE, "ERROR", reason=session.redactor(str(exc)))
     record.started, record.ended = started, time.time()
-    if not session.dry_run:
-        session.run.write_record(record)
+    session.run.write_record(record)
     return record
 
 
@@ -83,8 +82,7 @@ def node_session(session: Session, index: int) -> Session:
     env = {**session.plan.env, "NNODES": "1", "MASTER_ADDR": host.address}
     plan = dataclasses.replace(session.plan, mode="single", hosts=(host,), env=env)
     folder = session.run.path / STAGE / combo_dir(host.address) / session.run.run_id  # same run id: same node folder
-    run = RunDir(folder, session.redactor)
-    run.stages_dir.mkdir(parents=True, exist_ok=True)
+    run = session.run.child(folder)
     for stage in (LAUNCH_CONTAINER.id, DOWNLOAD_TOKENIZER.id):  # the token and tokenizer the run placed
         rec = session.run.read_record(stage)
         if rec is not None:
@@ -94,7 +92,8 @@ def node_session(session: Session, index: int) -> Session:
     container = container.model_copy(update={"env": {**container.env, "MASTER_ADDR": host.address}})
     runtime = runtime_for(hosts, container, run_id=session.run.run_id, owner=_owner(), nnodes=1)
     return Session(plan=plan, run=run, dry_run=session.dry_run, force=True, listener=session.listener,
-                   redactor=session.redactor, stop=session.stop, _hosts=hosts, _runtime=runtime)
+                   redactor=session.redactor, stop=session.stop, nodes=session.nodes, _hosts=hosts,
+                   _runtime=runtime)
 
 
 def _node_smoke(session: Session, index: int) -> NodeSmoke:
@@ -136,7 +135,7 @@ def run_diagnose(session: Session) -> int:
     from cvs_tasks.lifecycle.runner import exit_status
 
     launched = not container_ready(session)
-    if not session.run.records() and not session.dry_run:  # a run of its own: judged on the diagnosis alone
+    if not session.run.records():  # a run of its own: judged on the diagnosis alone
         manifest = session.run.manifest()
         manifest["scope"] = STAGE
         session.run.write_manifest(manifest)

@@ -29,16 +29,17 @@ def body_of(stage: str) -> Callable[[Session, "str | None"], StageRecord]:
     module, _, name = stage_row(stage).body.partition(":")
     return getattr(importlib.import_module(module), name)
 
-_SESSIONS: dict[str, Session] = {}
+_SESSIONS: dict[tuple[str, bool], Session] = {}
 
 
 def session_for(req: RunRequest, listener: Callable[[object], None]) -> Session:
-    """One Session per run directory per process, so pre-tasks and their task share connections."""
+    """One Session per run directory per process, so pre-tasks and their task share connections
+    (and chained dry-run tasks one run directory that records in memory)."""
     fresh = open_session(req, listener=listener)
-    key = str(fresh.run.path)
+    key = (str(fresh.run.path), fresh.run.durable)
     cached = _SESSIONS.get(key)
     if cached is not None:
-        cached.force, cached.dry_run, cached.listener = req.force, req.dry_run, listener
+        cached.force, cached.listener = req.force, listener
         return cached
     _SESSIONS[key] = fresh
     return fresh
@@ -130,13 +131,12 @@ def run_all(session: Session) -> int:
             finish_run(session, interrupted=interrupted)
     if interrupted:
         return EXIT_INTERRUPTED
-    # a dry run records nothing on disk: its verdict is the records it would have written
-    return exit_status(records if session.dry_run else session.run.records())
+    return exit_status(session.run.records())
 
 
 def finish_run(session: Session, *, interrupted: bool = False) -> None:
     """Stamp the manifest, record the run in the history (a warning at worst), render the reports."""
-    if session.dry_run:
+    if not session.run.durable:  # a dry run: nothing was kept to stamp, record or render
         return
     if session.scheduled:
         from cvs_tasks.lifecycle.allocation import judge_nodes

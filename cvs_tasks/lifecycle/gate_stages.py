@@ -17,7 +17,7 @@ from cvs_tasks.run.stages import TRAINING
 def _training(session: Session, combo: str) -> tuple[dict | None, StageRecord | None]:
     """The combo's training data, or the SKIPPED record explaining why there is none."""
     rec = session.run.read_record(TRAINING.id, combo)
-    if rec is None:
+    if rec is None or (rec.status == "SKIPPED" and not rec.data.get("blocked_by")):  # shown, never started
         return None, StageRecord.result("SKIPPED", "training has not run for this combo")
     judged = rec.status == "PASS" or rec.data.get("failed_by") == FAILED_BY_HEALTH  # results stand
     if not judged or not rec.data.get("completed"):

@@ -26,7 +26,7 @@ def job_spec(
     save_interval: int | None = None,
     load_dir: str | None = None,
 ) -> JobSpec:
-    if session.scheduled and not session.dry_run:
+    if session.scheduled:
         session.hosts()  # binds the plan to the allocated nodes (NNODES, MASTER_ADDR) first
     cfg = session.config
     plan = session.plan

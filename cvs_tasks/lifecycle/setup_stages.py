@@ -6,7 +6,6 @@ from pathlib import Path
 
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
-from cvs_tasks.lifecycle.allocation import release
 from cvs_tasks.lifecycle.jobspec import job_spec
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.plan import HOST_PID_RUNTIMES
@@ -52,8 +51,7 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
         record.reason = failed_nodes_reason("container launch", nodes)
         return record
     record.reason, record.data["hf_token"] = _prepare_node_dir(session)
-    if not session.dry_run:
-        record.data.update(fingerprint_nodes(session))
+    record.data.update(fingerprint_nodes(session))
     return record
 
 
@@ -78,8 +76,6 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
     hosts = session.hosts()
     prepare_run_folder(session)  # with its .cvs-run marker, and the log-folder lock
     token_file = Path(session.config.paths.hf_token_file).expanduser()
-    if session.dry_run:
-        return "dry run", token_file.is_file()
     try:
         lines = read_secret(token_file)  # comment lines are not part of the token
         token = lines[0]
@@ -97,12 +93,9 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
 
 
 def has_token(session: Session) -> bool:
-    """Did the launch place the HF token file on the nodes (its record says so)? In a dry run
-    (nothing recorded): whether the token file exists, so the export line shows as it would."""
+    """Did the launch place the HF token file on the nodes (its record says so)?"""
     rec = session.run.read_record(LAUNCH_CONTAINER.id)
-    if rec is None:
-        return session.dry_run and Path(session.config.paths.hf_token_file).expanduser().is_file()
-    return rec.data.get("hf_token") is True
+    return rec is not None and rec.data.get("hf_token") is True
 
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:
@@ -130,11 +123,11 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
     then release the run's Slurm allocation if the harness requested it."""
     hosts = session.reachable_hosts()
     if hosts is None:
-        notes = [note for note in [release(session)] if note]
+        notes = [note for note in [session.release_nodes()] if note]
         return StageRecord.result("PASS", "nothing to remove: this run never held a Slurm allocation",
                                   data={"notes": notes})
     record = _remove_from_nodes(session, hosts)
-    released = release(session)
+    released = session.release_nodes()
     if released:
         record.data.setdefault("notes", []).append(released)
     return record
@@ -143,7 +136,7 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
 def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     stopped = []
     # jobs a killed harness left running
-    if session.runtime().spec.runtime in HOST_PID_RUNTIMES and not session.dry_run:
+    if session.runtime().spec.runtime in HOST_PID_RUNTIMES:
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)

@@ -181,32 +181,32 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     setup = session.runtime().exec(f"{ckpt.cleanup_command(root, distributed=True) or 'true'} && "
                                    f"{ckpt.mkdir_command(directory)}", timeout=60)
     bad = [r for r in setup if not r.ok]
-    if bad and not session.dry_run:
+    if bad:
         detail = session.redactor(bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
         return StageRecord.result("ERROR", f"cannot prepare the checkpoint directory {directory} on node "
                                            f"{bad[0].host}: {detail}")
     saved = run_job(session, save_job, stage=CHECKPOINT.id, combo="ckpt_save")
     resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
                           iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(root))
-    if session.dry_run:  # both phases, as a real run would issue them
-        session.runtime().exec(ckpt.latest_checkpoint_check_command(root), timeout=60)
-        run_job(session, resume_job, stage=CHECKPOINT.id, combo="ckpt_resume")
-        return StageRecord.result("SKIPPED", "dry run: nothing was started")
-    if not saved.ok:
+    if saved.failed:
         record = _job_record(session, saved)
         record.reason = f"save phase: {record.reason}"
         return record
-    listing = session.runtime().exec(ckpt.latest_checkpoint_check_command(root), timeout=60)
+    last_ckpt = ckpt.last_checkpoint_step(c.save_iters, c.save_interval)
+    check = ckpt.latest_checkpoint_check_command(root)
+    session.hosts().answer(check, f"{last_ckpt}\n")  # what the save phase leaves, where no node is asked
+    listing = session.runtime().exec(check, timeout=60)
     if not listing[0].ok or not listing[0].stdout.strip():
         return StageRecord.result("FAIL", f"no checkpoint written: {root}/checkpoints/latest_checkpointed_iteration"
                                           ".txt is missing on node 0 (is the checkpoint directory volume-mounted "
                                           "into the container?)")
     resumed = run_job(session, resume_job, stage=CHECKPOINT.id, combo="ckpt_resume")
-    if not resumed.ok:
+    if resumed.failed:
         record = _job_record(session, resumed)
         record.reason = f"resume phase: {record.reason}"
         return record
-    last_ckpt = ckpt.last_checkpoint_step(c.save_iters, c.save_interval)
+    if not (saved.started and resumed.started):  # both phases shown, neither started (a dry run)
+        return _job_record(session, resumed)
     save_losses = {s: it.loss for s, it in saved.reporting_parser().iterations.items()}
     resume_losses = {s: it.loss for s, it in resumed.reporting_parser().iterations.items()}
     verdict = checkpoint_continuity(save_losses, resume_losses, last_ckpt, c.loss_rtol)
@@ -220,7 +220,7 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
         for path in res.local_logs[:1]:
             if path.exists():
                 record.artifacts[f"{phase} node 0 log"] = session.run.relative(path)
-    if verdict.ok and not session.dry_run:
+    if verdict.ok:
         distributed = session.plan.distributed
         session.runtime().exec(ckpt.cleanup_command(root if distributed else directory, distributed=distributed)
                                or "true", timeout=120)
@@ -234,12 +234,11 @@ def _checkpoint_root(session: Session, save_job, directory: str) -> str | StageR
         _, header = primus_experiment(session, save_job)
     except JobSetupError as exc:
         return StageRecord.result("FAIL", f"save phase: {exc}")
-    if not header and session.dry_run:  # the YAML was not read: say what a run reads it for
+    if not header:  # a YAML that names none of them (or no node was asked): the workspace itself
         session.hosts().assume(f"{directory.rstrip('/')}/{primus.CHECKPOINTS_SUBDIR}", (
             f"the checkpoints folder is <{'>/<'.join(primus.EXPERIMENT_KEYS)}>/checkpoints as the chosen YAML's "
             f"header resolves it, with workspace {directory} (a YAML that pins exp_name, as the 405B one, "
             "adds that folder)"))
-    if not header:  # a dry run, or a YAML that names none of them: the workspace itself
         return directory
     root = primus.checkpoint_root(directory, header, dict(save_job.env))
     if isinstance(root, JobSetupError):
