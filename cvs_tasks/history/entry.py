@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from cvs_tasks.run.rundir import RunDir
+from cvs_tasks.run.stages import LAUNCH_CONTAINER, METRIC, TRAINING
 
 FINGERPRINT_KEY = "fingerprints"  # launch_container record data: host -> facts
 
@@ -128,7 +129,7 @@ def entry_from_run(run: RunDir) -> RunEntry:
 
 
 def _fingerprints(run: RunDir) -> dict[str, dict[str, Any]]:
-    record = run.read_record("launch_container")
+    record = run.read_record(LAUNCH_CONTAINER.id)
     found = record.data.get(FINGERPRINT_KEY) if record else None
     return {str(h): dict(f) for h, f in found.items() if isinstance(f, dict)} if isinstance(found, dict) else {}
 
@@ -140,9 +141,9 @@ def majority_value(values) -> Any:
 
 def _combo_entry(run: RunDir, results: dict, combo: str, digest: str | None, cfg_hash: str) -> ComboEntry:
     tests = {(t["stage"], t["combo"]): t for t in results.get("tests", [])}
-    training = tests.get(("training", combo), {})
-    metric = tests.get(("metric", combo), {})
-    record = run.read_record("training", combo)
+    training = tests.get((TRAINING.id, combo), {})
+    metric = tests.get((METRIC.id, combo), {})
+    record = run.read_record(TRAINING.id, combo)
     a_hash = record.data.get("args_hash") if record else None
     metrics = [MetricEntry(m["name"], m["value"], m.get("unit") or "", m.get("expected") or "-", m["status"])
                for m in metric.get("metrics", [])]

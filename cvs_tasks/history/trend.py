@@ -9,6 +9,7 @@ from cvs_tasks.history.db import HistoryUnavailable, history_path, present, read
 from cvs_tasks.history.entry import cluster_key, config_hash
 from cvs_tasks.history.queries import metric_series
 from cvs_tasks.run.rundir import RunDir
+from cvs_tasks.run.stages import METRIC
 
 TREND_RUNS = 20
 GATED = frozenset({"PASS", "FAIL"})
@@ -28,7 +29,7 @@ def run_trends(db_path: Path, manifest: Mapping[str, Any], results: Mapping[str,
     out: Trends = {}
     with reading(Path(db_path)) as conn:
         for test in results.get("tests", []):
-            if test.get("stage") != "metric" or not test.get("combo"):
+            if test.get("stage") != METRIC.id or not test.get("combo"):
                 continue
             for metric in test.get("metrics", []):
                 if metric.get("status") not in GATED:

@@ -17,6 +17,7 @@ from cvs_tasks.config import HostSpec
 from cvs_tasks.plan import with_hosts
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.slurm import Allocation, SlurmClient, SlurmHosts, drain_lines
+from cvs_tasks.run.stages import LAUNCH_CONTAINER
 
 if TYPE_CHECKING:
     from cvs_tasks.config.scheduler import SchedulerSpec
@@ -102,7 +103,7 @@ def release(session: Session) -> str | None:
     """scancel the run's allocation if the harness requested it; returns what was done."""
     spec = session.plan.cluster.scheduler
     recorded = session.run.manifest().get(MANIFEST_KEY) or {}
-    if spec is None or not recorded.get("job_id") or session.dry_run:
+    if spec is None or not recorded.get("job_id"):
         return None
     job_id = str(recorded["job_id"])
     if not recorded.get("owned"):
@@ -126,7 +127,7 @@ def judged_bad(records, names_by_address: dict[str, str]) -> dict[str, str]:
         if error.get("host"):
             host = names_by_address.get(error["host"], error["host"])
             bad.setdefault(host, f"{rec.name}: {error.get('cls') or error.get('name') or 'failed'}")
-        if rec.stage == "launch_container":
+        if rec.stage == LAUNCH_CONTAINER.id:
             for node in rec.nodes:
                 if node.status != "PASS":
                     bad.setdefault(names_by_address.get(node.host, node.host), f"{rec.name}: {node.reason[:120]}")

@@ -21,9 +21,9 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session, _owner
 from cvs_tasks.metrics import catalog
-from cvs_tasks.run import NodeOutcome, RunDir, StageRecord, combo_dir
-
-STAGE = "diagnose"
+from cvs_tasks.run import NodeOutcome, StageRecord, combo_dir
+from cvs_tasks.run.stages import DIAGNOSE as STAGE
+from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER, LAUNCH_CONTAINER, METRIC, TEARDOWN, TRAINING
 
 
 def wanted_after_training(session: Session) -> bool:
@@ -32,10 +32,10 @@ def wanted_after_training(session: Session) -> bool:
         return False
     speed_gates = catalog.speed_gates()
     for combo in session.plan.combo_ids:
-        training = session.run.read_record("training", combo)
+        training = session.run.read_record(TRAINING.id, combo)
         if training is not None and training.status in ("FAIL", "ERROR"):
             return True
-        metric = session.run.read_record("metric", combo)
+        metric = session.run.read_record(METRIC.id, combo)
         if metric is not None and any(r.status == "FAIL" and r.name in speed_gates for r in metric.metrics):
             return True
     return False
@@ -51,8 +51,7 @@ def diagnose(session: Session) -> StageRecord:
     except CvsError as exc:
         record = StageRecord(STAGE, "ERROR", reason=session.redactor(str(exc)))
     record.started, record.ended = started, time.time()
-    if not session.dry_run:
-        session.run.write_record(record)
+    session.run.write_record(record)
     return record
 
 
@@ -63,7 +62,7 @@ def _diagnose(session: Session) -> StageRecord:
         return StageRecord(STAGE, "SKIPPED", reason=f"diagnose relaunches each node's container as a one-node "
                            f"container; container.lifetime {container.lifetime!r} keeps the run's own (use per_run)")
     session.say(f"diagnose: the smoke cell on each of {len(hosts)} node(s) on its own")
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix="diagnose") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix=STAGE) as pool:
         smokes = list(pool.map(lambda i: _node_smoke(session, i), range(len(hosts))))
     found = find_outliers(smokes, session.config.diagnose.tolerance_pct)
     bad = {o["host"]: o["reason"] for o in found.outliers}
@@ -83,9 +82,8 @@ def node_session(session: Session, index: int) -> Session:
     env = {**session.plan.env, "NNODES": "1", "MASTER_ADDR": host.address}
     plan = dataclasses.replace(session.plan, mode="single", hosts=(host,), env=env)
     folder = session.run.path / STAGE / combo_dir(host.address) / session.run.run_id  # same run id: same node folder
-    run = RunDir(folder, session.redactor)
-    run.stages_dir.mkdir(parents=True, exist_ok=True)
-    for stage in ("launch_container", "download_tokenizer"):  # the token and tokenizer the run placed
+    run = session.run.child(folder)
+    for stage in (LAUNCH_CONTAINER.id, DOWNLOAD_TOKENIZER.id):  # the token and tokenizer the run placed
         rec = session.run.read_record(stage)
         if rec is not None:
             run.write_record(rec)
@@ -94,7 +92,8 @@ def node_session(session: Session, index: int) -> Session:
     container = container.model_copy(update={"env": {**container.env, "MASTER_ADDR": host.address}})
     runtime = runtime_for(hosts, container, run_id=session.run.run_id, owner=_owner(), nnodes=1)
     return Session(plan=plan, run=run, dry_run=session.dry_run, force=True, listener=session.listener,
-                   redactor=session.redactor, stop=session.stop, _hosts=hosts, _runtime=runtime)
+                   redactor=session.redactor, stop=session.stop, nodes=session.nodes, _hosts=hosts,
+                   _runtime=runtime)
 
 
 def _node_smoke(session: Session, index: int) -> NodeSmoke:
@@ -136,17 +135,17 @@ def run_diagnose(session: Session) -> int:
     from cvs_tasks.lifecycle.runner import exit_status
 
     launched = not container_ready(session)
-    if not session.run.records() and not session.dry_run:  # a run of its own: judged on the diagnosis alone
+    if not session.run.records():  # a run of its own: judged on the diagnosis alone
         manifest = session.run.manifest()
-        manifest["scope"] = "diagnose"
+        manifest["scope"] = STAGE
         session.run.write_manifest(manifest)
     interrupted = False
     records: list[StageRecord] = []
     with interrupt_guard(session):
         try:
             if launched:
-                records += run_stage(session, "launch_container")
-                records += run_stage(session, "download_tokenizer")
+                records += run_stage(session, LAUNCH_CONTAINER.id)
+                records += run_stage(session, DOWNLOAD_TOKENIZER.id)
             if all(r.status in ("PASS", "SKIPPED") for r in records):
                 records.append(diagnose(session))
         except Interrupted:
@@ -154,9 +153,9 @@ def run_diagnose(session: Session) -> int:
         finally:
             try:
                 if launched:
-                    records += run_stage(session, "teardown", force=True)
+                    records += run_stage(session, TEARDOWN.id, force=True)
                 elif runtimes.get(session.config.container.runtime.name).node_docker:  # give the containers back
-                    records += run_stage(session, "launch_container", force=True)
+                    records += run_stage(session, LAUNCH_CONTAINER.id, force=True)
             except Interrupted:
                 interrupted = True
             finish_run(session, interrupted=interrupted)

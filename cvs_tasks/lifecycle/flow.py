@@ -21,8 +21,8 @@ from cvs_tasks.lifecycle import diagnose
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.run import StageRecord
+from cvs_tasks.run.stages import container_stage, table
 from cvs_tasks.run.stages import stage as stage_row
-from cvs_tasks.run.stages import table
 
 EXIT_INTERRUPTED = 130
 
@@ -31,16 +31,17 @@ def body_of(stage: str) -> Callable[[Session, "str | None"], StageRecord]:
     module, _, name = stage_row(stage).body.partition(":")
     return getattr(importlib.import_module(module), name)
 
-_SESSIONS: dict[str, Session] = {}
+_SESSIONS: dict[tuple[str, bool], Session] = {}
 
 
 def session_for(req: RunRequest, listener: Callable[[object], None]) -> Session:
-    """One Session per run directory per process, so pre-tasks and their task share connections."""
+    """One Session per run directory per process, so pre-tasks and their task share connections
+    (and chained dry-run tasks one run directory that records in memory)."""
     fresh = open_session(req, listener=listener)
-    key = str(fresh.run.path)
+    key = (str(fresh.run.path), fresh.run.durable)
     cached = _SESSIONS.get(key)
     if cached is not None:
-        cached.force, cached.dry_run, cached.listener = req.force, req.dry_run, listener
+        cached.force, cached.listener = req.force, listener
         return cached
     _SESSIONS[key] = fresh
     return fresh
@@ -76,8 +77,9 @@ def interrupt_guard(session: Session) -> Iterator[None]:
 
 
 def container_ready(session: Session) -> bool:
-    launch = session.run.read_record("launch_container")
-    down = session.run.read_record("teardown")
+    """The container is up: the stage that brings it up passed, and none took it down since."""
+    launch = session.run.read_record(container_stage("up").id)
+    down = session.run.read_record(container_stage("down").id)
     if not is_done(launch) or launch.status != "PASS":
         return False
     return down is None or down.started < launch.ended
@@ -85,7 +87,12 @@ def container_ready(session: Session) -> bool:
 
 def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None, *,
               force: bool | None = None) -> list[StageRecord]:
-    """One stage (every selected combo for per-combo stages)."""
+    """One stage (every selected combo for per-combo stages).
+
+    A stage that brings the container up or takes it down (``container`` in the stage table) runs
+    again whenever the container is not in the state it leaves: launched again after a teardown,
+    torn down again after a relaunch."""
+    row = stage_row(stage)
     body = body_of(stage)
     if session.dry_run:  # chained dry-run tasks share one session: print each stage once
         key = (stage, tuple(combos or ()))
@@ -93,11 +100,9 @@ def run_stage(session: Session, stage: str, combos: Sequence[str] | None = None,
             session.say(f"{stage}: printed above (dry run)")
             return []
         session.printed.add(key)
-    if stage == "launch_container" and not (force or session.force) and not container_ready(session):
-        force = True  # never launched, or torn down since: launch again
-    if stage == "teardown" and container_ready(session):
-        force = True  # launched again since the last teardown
-    if stage_row(stage).per_combo:
+    if row.container and container_ready(session) != (row.container == "up"):
+        force = True
+    if row.per_combo:
         selected = list(combos) if combos else session.plan.combo_ids
         for c in selected:
             session.plan.combo(c)  # unknown combo -> BadInput before anything runs
@@ -128,13 +133,12 @@ def run_all(session: Session) -> int:
             finish_run(session, interrupted=interrupted)
     if interrupted:
         return EXIT_INTERRUPTED
-    # a dry run records nothing on disk: its verdict is the records it would have written
-    return exit_status(records if session.dry_run else session.run.records())
+    return exit_status(session.run.records())
 
 
 def finish_run(session: Session, *, interrupted: bool = False) -> None:
     """Stamp the manifest, record the run in the history (a warning at worst), render the reports."""
-    if session.dry_run:
+    if not session.run.durable:  # a dry run: nothing was kept to stamp, record or render
         return
     if session.scheduled:
         from cvs_tasks.lifecycle.allocation import judge_nodes

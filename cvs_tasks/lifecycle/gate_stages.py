@@ -11,21 +11,21 @@ from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.records import step_rows
+from cvs_tasks.run.stages import TRAINING
 
 
-def _training(session: Session, stage: str, combo: str) -> tuple[dict | None, StageRecord | None]:
+def _training(session: Session, combo: str) -> tuple[dict | None, StageRecord | None]:
     """The combo's training data, or the SKIPPED record explaining why there is none."""
-    rec = session.run.read_record("training", combo)
-    if rec is None:
-        return None, StageRecord(stage=stage, combo=combo, status="SKIPPED",
-                                 reason="training has not run for this combo")
+    rec = session.run.read_record(TRAINING.id, combo)
+    if rec is None or (rec.status == "SKIPPED" and not rec.data.get("blocked_by")):  # shown, never started
+        return None, StageRecord.result("SKIPPED", "training has not run for this combo")
     judged = rec.status == "PASS" or rec.data.get("failed_by") == FAILED_BY_HEALTH  # results stand
     if not judged or not rec.data.get("completed"):
         # the row names the test to read (its own row and the report's callout hold the cause)
         blocker = rec.data.get("blocked_by") or rec.name
         outcome = {"FAIL": "failed", "ERROR": "errored"}.get(rec.status, "did not complete")
         reason = f"skipped: {rec.name} {outcome}" if blocker == rec.name else rec.reason
-        skipped = StageRecord(stage=stage, combo=combo, status="SKIPPED", reason=reason)
+        skipped = StageRecord.result("SKIPPED", reason)
         skipped.data["blocked_by"] = blocker
         return None, skipped
     return rec.data, None
@@ -42,7 +42,7 @@ def actual_metrics(data: dict) -> dict[str, float | None]:
 
 def metric(session: Session, combo_id: str | None) -> StageRecord:
     combo = session.plan.combo(combo_id)
-    data, skipped = _training(session, "metric", combo.id)
+    data, skipped = _training(session, combo.id)
     if skipped:
         return skipped
     cfg = session.config
@@ -52,7 +52,7 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
     converged = convergence_row(data.get("convergence"), cfg.enforce_thresholds)
     rows += [converged] if converged else []
     failed = [r for r in rows if r.status == "FAIL"]
-    record = StageRecord(stage="metric", combo=combo.id, status="FAIL" if failed else "PASS", metrics=rows)
+    record = StageRecord.result("FAIL" if failed else "PASS", metrics=rows)
     if failed:
         record.reason = "; ".join(f"{r.name}: {r.reason}" for r in failed)
     elif not cfg.enforce_thresholds or not cell:
@@ -91,7 +91,7 @@ def history_context(session: Session):
 
 def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
     combo = session.plan.combo(combo_id)
-    data, skipped = _training(session, "loss_curve", combo.id)
+    data, skipped = _training(session, combo.id)
     if skipped:
         return skipped
     lc = session.config.loss_curve
@@ -100,7 +100,7 @@ def loss_curve(session: Session, combo_id: str | None) -> StageRecord:
     cutoff = curve_warmup_cutoff((r.step for r in rows), data.get("planned"), data.get("last_step"))
     points = sample_curve(steps, lc.sample_every, lc.milestone_steps, cutoff)
     fit = fit_loss_curve(points, lc.max_slope)
-    record = StageRecord(stage="loss_curve", combo=combo.id, status="PASS", reason=fit.detail)
+    record = StageRecord.result("PASS", fit.detail)
     record.data = {
         "points": [[s, v] for s, v in fit.points],
         "slope": fit.slope,

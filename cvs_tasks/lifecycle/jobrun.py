@@ -44,6 +44,16 @@ class JobResult:
         return self.setup_failure is None and self.outcome is not None and self.outcome.ok
 
     @property
+    def started(self) -> bool:
+        """The job ran and was watched (a dry run only shows it)."""
+        return self.outcome is not None
+
+    @property
+    def failed(self) -> bool:
+        """It could not be built or set up, or it ran and failed (shown, not started, is neither)."""
+        return self.setup_failure is not None or (self.outcome is not None and not self.outcome.ok)
+
+    @property
     def reason(self) -> str:
         if self.setup_failure:
             return self.setup_failure
@@ -65,8 +75,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
         result.setup_failure = str(exc)
         return result
     result.launch = launch
-    if session.dry_run:
-        _dry_run(session, job, launch)
+    if session.dry_run:  # shown, not started: the wrapper scripts and launch lines as a run writes them
+        _show(session, job, launch)
         return result
     for warning in launch.warnings:
         session.say(f"warning: {warning}", "warning")
@@ -136,7 +146,7 @@ def config_checker(job: JobSpec, gpus_per_node: int):
     return check
 
 
-def _dry_run(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
+def _show(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
     """Print, in order, every command a real job runs: NIC set-up, folders, scripts, launch, then
     the stop and the GPU clean-up that follow every job (the DryRunHosts echo what is exec'd)."""
     if nic.needs_broadcom_setup(job):
@@ -196,18 +206,18 @@ def _int(value) -> int | None:
 def primus_experiment(session: Session, job: JobSpec) -> tuple[str, dict[str, str]]:
     """The experiment YAML this image has for the job (newest layout first) and its header
     (workspace, work_group, user_name, exp_name): one round trip to node 0, asked once per run.
-    A dry run shows the check and assumes the first candidate with an empty header."""
+    Where no node is asked (a dry run) the first candidate is taken, with an empty header, and
+    every line naming it says so."""
     candidates = primus.primus_yaml_candidates(job)
     command = primus.yaml_check_command(candidates, job.param("primus_root"))
     if command in session.primus_yamls:
         return session.primus_yamls[command]
+    hosts, root = session.hosts(), job.param("primus_root").rstrip("/")
+    hosts.answer(command, f"EXISTS {candidates[0]}\n")  # as yaml_check_command answers when the first exists
+    hosts.assume(f"--config {q(candidates[0])}", (
+        f"--config is the first of {', '.join(candidates)} that exists in {root} (the check above); "
+        "a YAML without the precision in its name (Primus up to v0.5) takes --fp8 hybrid for FP8"))
     results = session.runtime().exec(command, timeout=60)
-    if session.dry_run:
-        root = job.param("primus_root").rstrip("/")
-        session.hosts().assume(f"--config {q(candidates[0])}", (
-            f"--config is the first of {', '.join(candidates)} that exists in {root} (the check above); "
-            "a YAML without the precision in its name (Primus up to v0.5) takes --fp8 hybrid for FP8"))
-        return candidates[0], {}
     first = results[0]
     if not first.ok and first.error:
         raise InfraError(f"cannot look for the Primus YAML on node {first.host}: {first.error}")

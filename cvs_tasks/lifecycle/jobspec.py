@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from cvs_tasks.config.layout import combo_layout, smoke_global_batch
 from cvs_tasks.jobs.spec import JobSpec
+from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER
 
 if TYPE_CHECKING:
     from cvs_tasks.config import Combo
@@ -25,7 +26,7 @@ def job_spec(
     save_interval: int | None = None,
     load_dir: str | None = None,
 ) -> JobSpec:
-    if session.scheduled and not session.dry_run:
+    if session.scheduled:
         session.hosts()  # binds the plan to the allocated nodes (NNODES, MASTER_ADDR) first
     cfg = session.config
     plan = session.plan
@@ -37,7 +38,7 @@ def job_spec(
     if iterations is None:
         iterations = int(str(params.get("training_iterations", "10")))
     params["training_iterations"] = str(iterations)
-    tokenizer_rec = session.run.read_record("download_tokenizer")
+    tokenizer_rec = session.run.read_record(DOWNLOAD_TOKENIZER.id)
     tokenizer_path = (tokenizer_rec.data.get("tokenizer_path") if tokenizer_rec and tokenizer_rec.status == "PASS"
                       else None)
     from cvs_tasks.lifecycle.setup_stages import has_token, token_path

@@ -64,13 +64,12 @@ def hold_lock(session: Session, before: str | None, what: str) -> None:
     Raises InfraError naming the node and, for a busy log folder, the run that holds it."""
     hosts, log_dir, holder = session.hosts(), session.node_log_dir, lock_holder(session)
     take = nodelock.take_command(log_dir, holder)
+    hosts.answer(take, nodelock.TAKEN)
     results = hosts.run(f"({before}) && {{ {take}; }}" if before else take, timeout=120)
     bad = [r for r in results if not r.ok]
     if bad:
         detail = bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]  # masked, then cut
         raise InfraError(f"could not prepare {what} on node {bad[0].host}: {detail}")
-    if session.dry_run:
-        return
     answers = [nodelock.parse_answer(r.stdout) for r in results]
     stale = {i: nodelock.stale_reason(a, this_host=this_host(), pid_alive=pid_alive)
              for i, a in enumerate(answers) if a.state == "held"}

@@ -10,14 +10,12 @@ The rules of docs/product.md#stages-and-their-order live here, once:
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from typing import Callable
 
 from cvs_tasks.errors import CvsError, InfraError
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.events import StageEvent
-from cvs_tasks.run.stagelog import StageLog
 from cvs_tasks.run.stages import blocking_ids
 from cvs_tasks.run.stages import stage as stage_row
 
@@ -67,14 +65,11 @@ def execute(session: Session, stage: str, combo: str | None, body: StageBody, *,
     blocker = lifecycle_failed(session, stage)
     started = time.time()
     outer = session.listener
-    log_path = session.run.stage_log_path(stage, combo)
-    # a dry run writes nothing, not even a stage log (it may be pointed at a real run with --run)
-    with (nullcontext() if session.dry_run
-          else StageLog(log_path, outer, root=session.run.path, redact=session.run.redact)) as stage_log:
-        if not session.dry_run:
-            session.listener = stage_log
+    with session.run.stage_log(stage, combo, outer) as stage_log:  # a link planted there is replaced first
+        session.listener = stage_log
+        log_rel = session.run.relative(session.run.stage_log_path(stage, combo))
         try:
-            return _run_body(session, stage, combo, body, blocker, started, session.run.relative(log_path))
+            return _run_body(session, stage, combo, body, blocker, started, log_rel)
         finally:
             session.listener = outer
 
@@ -93,6 +88,7 @@ def _run_body(session: Session, stage: str, combo: str | None, body: StageBody, 
     else:
         try:
             record = body(session, combo)
+            record.stage, record.combo = stage, combo  # the body's result is this stage's record
         except Interrupted:
             record = StageRecord(stage=stage, combo=combo, status="ERROR", reason="interrupted by the user")
             record.data["interrupted"] = True
@@ -111,8 +107,7 @@ def _finish(session: Session, record: StageRecord, started: float, log_rel: str)
     record.started = record.started or started
     record.ended = time.time()
     record.reason = session.redactor(record.reason)
-    if not session.dry_run:
-        session.run.write_record(record)
+    session.run.write_record(record)
     session.listener(StageEvent(record.stage, record.combo, record.status, record.reason))
 
 

@@ -23,8 +23,10 @@ from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, loa
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
+from cvs_tasks.lifecycle.nodes import NodeSource, StaticNodes, node_source
 from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan, ready_or_refused
 from cvs_tasks.run import RunDir
+from cvs_tasks.run.dryrun import DryRunDir
 from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
 from cvs_tasks.run.request import RunRequest
@@ -37,7 +39,7 @@ SHIPPED_CLUSTER = Path("cluster") / "cluster.json"  # the repo's cluster file, e
 class Session:
     plan: RunPlan
     run: RunDir
-    dry_run: bool = False
+    dry_run: bool = False  # its run directory is a DryRunDir and its nodes DryRunNodes (open_session)
     force: bool = False
     listener: Callable[[object], None] = ignore
     redactor: Redactor = field(default_factory=Redactor)
@@ -45,39 +47,28 @@ class Session:
     scratch: Path | None = None  # a dry run's throw-away run folder, removed on close / exit
     printed: set = field(default_factory=set)  # (stage, combos) a dry run already printed
     primus_yamls: dict = field(default_factory=dict)  # YAML check command -> (yaml, header), once per run
+    nodes: NodeSource = field(default_factory=StaticNodes)  # where the hosts come from
     _hosts: object | None = None
     _runtime: object | None = None
 
     # -- cluster access (lazy) ----------------------------------------------------------------
     def hosts(self):
         if self._hosts is None:
-            if self.dry_run:
-                from cvs_tasks.lifecycle.allocation import dry_run_lines
-                from cvs_tasks.remote.dryrun import DryRunHosts
-
-                for line in dry_run_lines(self):
-                    self.say(line)
-                self._hosts = DryRunHosts([h.address for h in self.plan.hosts], echo=self.say)
-            elif self.scheduled:
-                from cvs_tasks.lifecycle.allocation import slurm_hosts
-
-                self._hosts = slurm_hosts(self)
-            else:
-                from cvs_tasks.remote import connect
-
-                self._hosts = connect(self.plan.cluster)
+            self._hosts = self.nodes.hosts(self)
         return self._hosts
 
     def reachable_hosts(self):
         """The hosts for teardown: on Slurm the run's own allocation, re-acquired briefly if it ended.
 
         None when the run never held a Slurm allocation (there is nothing on any node to remove)."""
-        if self.scheduled and not self.dry_run:  # asked afresh: the allocation may have ended meanwhile
-            from cvs_tasks.lifecycle.allocation import slurm_hosts
+        hosts = self.nodes.hosts_for_teardown(self)
+        if hosts is not self._hosts:  # a new allocation: the runtime is bound to the old hosts
+            self._hosts, self._runtime = hosts, None
+        return hosts
 
-            self._hosts, self._runtime = slurm_hosts(self, for_teardown=True), None
-            return self._hosts
-        return self.hosts()
+    def release_nodes(self) -> str | None:
+        """Let the run's nodes go (a Slurm allocation the harness requested); what was done, if anything."""
+        return self.nodes.release(self)
 
     def runtime(self):
         if self._runtime is None:
@@ -179,7 +170,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     if existing is not None:
         if req.check_config:
             _check_unchanged(existing, suite, cluster_obj)
-        run = existing
+        run = DryRunDir(existing.path) if req.dry_run else existing  # a dry run reads it, writes nothing
     else:
         run = None
     redactor = read_secrets(plan)  # before anything is written: the manifest is redacted too
@@ -199,7 +190,7 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
             raise
     run.redact = redactor  # every file the run directory writes from now on is masked of them
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
-                      redactor=redactor, _hosts=hosts)
+                      redactor=redactor, nodes=node_source(plan, dry_run=req.dry_run), _hosts=hosts)
     if req.dry_run and existing is None:
         session.scratch = run.path.parent  # removed at exit (stage tasks never call close())
     return session
@@ -254,9 +245,10 @@ def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:
 def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | None,
                 redactor: Redactor) -> RunDir:
     run_id = Path(req.run).name if req.run else None
-    if req.dry_run:  # a dry run records nothing: scratch folder, `latest` untouched
-        return RunDir(_dry_run_root() / (run_id or "dry-run"))
-    run = RunDir.create(root, run_id)
+    if req.dry_run:  # a dry run records in memory: an empty scratch folder, `latest` untouched
+        run = DryRunDir(_dry_run_root() / (run_id or "dry-run"))
+    else:
+        run = RunDir.create(root, run_id)
     suite = plan.suite
     manifest = {
         "run_id": run.run_id,
@@ -271,9 +263,8 @@ def _create_run(req: RunRequest, root: Path, plan: RunPlan, suite_flag: str | No
         **plan.manifest_fields(),
         "effective_config": effective_config(suite),
     }
-    if not req.dry_run:
-        run.redact = redactor
-        run.write_manifest(manifest)
+    run.redact = redactor
+    run.write_manifest(manifest)
     return run
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from cvs_tasks import backends, runtimes
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
-from cvs_tasks.lifecycle.allocation import release
 from cvs_tasks.lifecycle.jobspec import job_spec
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
+from cvs_tasks.run.stages import LAUNCH_CONTAINER, TEARDOWN
 
 TOKEN_NAME = "hf_token"
 
@@ -44,15 +44,14 @@ def launch_container(session: Session, combo: str | None = None) -> StageRecord:
     runtime = session.runtime()
     results = runtime.launch()
     nodes = node_outcomes(session, results, ok_reason="running")
-    record = StageRecord(stage="launch_container", status="PASS", nodes=nodes)
+    record = StageRecord.result("PASS", nodes=nodes)
     record.attempts = attempts_of(runtime, session.hosts())
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
         record.reason = failed_nodes_reason("container launch", nodes)
         return record
     record.reason, record.data["hf_token"] = _prepare_node_dir(session)
-    if not session.dry_run:
-        record.data.update(fingerprint_nodes(session))
+    record.data.update(fingerprint_nodes(session))
     return record
 
 
@@ -77,8 +76,6 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
     hosts = session.hosts()
     prepare_run_folder(session)  # with its .cvs-run marker, and the log-folder lock
     token_file = Path(session.config.paths.hf_token_file).expanduser()
-    if session.dry_run:
-        return "dry run", token_file.is_file()
     try:
         lines = read_secret(token_file)  # comment lines are not part of the token
         token = lines[0]
@@ -96,30 +93,23 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
 
 
 def has_token(session: Session) -> bool:
-    """Did the launch place the HF token file on the nodes (its record says so)? In a dry run
-    (nothing recorded): whether the token file exists, so the export line shows as it would."""
-    rec = session.run.read_record("launch_container")
-    if rec is None:
-        return session.dry_run and Path(session.config.paths.hf_token_file).expanduser().is_file()
-    return rec.data.get("hf_token") is True
+    """Did the launch place the HF token file on the nodes (its record says so)?"""
+    rec = session.run.read_record(LAUNCH_CONTAINER.id)
+    return rec is not None and rec.data.get("hf_token") is True
 
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:
     backend = backends.get(session.plan.backend)
     if not backend.local_tokenizer:
-        return StageRecord(stage="download_tokenizer", status="SKIPPED",
-                           reason=f"{backend.label} {backend.tokenizer_note}")
+        return StageRecord.result("SKIPPED", f"{backend.label} {backend.tokenizer_note}")
     first = session.plan.combos[0]
     job = job_spec(session, label="tokenizer_check", combo=first, mbs="1", gbs="1", precision="BF16", iterations=1)
     if not tok.needs_local_tokenizer(job):
-        return StageRecord(
-            stage="download_tokenizer",
-            status="SKIPPED",
-            reason=f"not needed: {job.train_params.get('tokenizer_model')} is used by its HF repo id",
-        )
+        return StageRecord.result(
+            "SKIPPED", f"not needed: {job.train_params.get('tokenizer_model')} is used by its HF repo id")
     results = session.runtime().exec(tok.tokenizer_download_command(job), timeout=1800)
     nodes = node_outcomes(session, results, ok_reason=tok.local_tokenizer_path(job))
-    record = StageRecord(stage="download_tokenizer", status="PASS", nodes=nodes)
+    record = StageRecord.result("PASS", nodes=nodes)
     record.data["tokenizer_path"] = tok.local_tokenizer_path(job)
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
@@ -134,11 +124,11 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
     then release the run's Slurm allocation if the harness requested it."""
     hosts = session.reachable_hosts()
     if hosts is None:
-        notes = [note for note in [release(session)] if note]
-        return StageRecord(stage="teardown", status="PASS", data={"notes": notes},
-                           reason="nothing to remove: this run never held a Slurm allocation")
+        notes = [note for note in [session.release_nodes()] if note]
+        return StageRecord.result("PASS", "nothing to remove: this run never held a Slurm allocation",
+                                  data={"notes": notes})
     record = _remove_from_nodes(session, hosts)
-    released = release(session)
+    released = session.release_nodes()
     if released:
         record.data.setdefault("notes", []).append(released)
     return record
@@ -147,7 +137,7 @@ def teardown(session: Session, combo: str | None = None) -> StageRecord:
 def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     stopped = []
     # jobs a killed harness left running
-    if runtimes.get(session.runtime().spec.runtime).host_pids and not session.dry_run:
+    if runtimes.get(session.runtime().spec.runtime).host_pids:
         from cvs_tasks.lifecycle.leftovers import stop_run_host_jobs
 
         stopped = stop_run_host_jobs(hosts, session.config.paths.scripts_dir, session.run.run_id)
@@ -156,13 +146,13 @@ def _remove_from_nodes(session: Session, hosts) -> StageRecord:
     cleanup = hosts.run(release_command(session), timeout=60)  # the lock, then the marked run folder
     results = session.runtime().remove()
     nodes = node_outcomes(session, results, ok_reason="removed")
-    record = StageRecord(stage="teardown", status="PASS", nodes=nodes, reason="torn down")
+    record = StageRecord.result("PASS", "torn down", nodes=nodes)
     if stopped:
         record.data["notes"] = stopped
     record.attempts = attempts_of(session.runtime())
     if any(n.status != "PASS" for n in nodes):
         record.status = "ERROR"
-        record.reason = failed_nodes_reason("teardown", nodes)
+        record.reason = failed_nodes_reason(TEARDOWN.id, nodes)
     elif any(not r.ok for r in cleanup):
         bad = next(r for r in cleanup if not r.ok)
         record.status = "ERROR"

@@ -22,6 +22,7 @@ from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
 from cvs_tasks.run.records import StepRow
+from cvs_tasks.run.stages import CHECKPOINT, SMOKE, TRAINING
 from cvs_tasks.verify.record import effective_record
 
 
@@ -49,7 +50,7 @@ def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> li
     return out
 
 
-def _job_record(session: Session, stage: str, combo: str | None, result: JobResult) -> StageRecord:
+def _job_record(session: Session, result: JobResult) -> StageRecord:
     """PASS when the job completed; FAIL when it failed on the cluster; ERROR when we lost a node."""
     if result.setup_failure:
         status = "FAIL"
@@ -61,7 +62,7 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
         status = "ERROR"
     else:
         status = "FAIL"
-    record = StageRecord(stage=stage, combo=combo, status=status, reason=session.redactor(result.reason))
+    record = StageRecord.result(status, session.redactor(result.reason))
     if status == "SKIPPED":
         record.reason = "dry run: nothing was started"
     record.nodes = _node_outcomes(session, result, status)
@@ -89,12 +90,12 @@ def _job_record(session: Session, stage: str, combo: str | None, result: JobResu
 
 def smoke(session: Session, combo: str | None = None) -> StageRecord:
     if not session.config.smoke.enabled:
-        return StageRecord(stage="smoke", status="SKIPPED", reason="smoke.enabled is false")
+        return StageRecord.result("SKIPPED", "smoke.enabled is false")
     mbs, gbs, precision, iters = smoke_cell(session)
-    job = job_spec(session, label="smoke", combo=session.plan.combos[0], mbs=mbs, gbs=gbs, precision=precision,
+    job = job_spec(session, label=SMOKE.id, combo=session.plan.combos[0], mbs=mbs, gbs=gbs, precision=precision,
                    iterations=iters)
-    result = run_job(session, job, stage="smoke", combo=None)
-    record = _job_record(session, "smoke", None, result)
+    result = run_job(session, job, stage=SMOKE.id, combo=None)
+    record = _job_record(session, result)
     if record.status == "PASS":
         parser = result.reporting_parser()
         record.reason = f"{parser.last_step}/{parser.planned or iters} iterations, MBS={mbs} GBS={gbs} {precision}"
@@ -104,8 +105,8 @@ def smoke(session: Session, combo: str | None = None) -> StageRecord:
 def training(session: Session, combo_id: str | None) -> StageRecord:
     combo = session.plan.combo(combo_id)
     job = job_spec(session, label=combo.id, combo=combo)
-    result = run_job(session, job, stage="training", combo=combo.id)
-    record = _job_record(session, "training", combo.id, result)
+    result = run_job(session, job, stage=TRAINING.id, combo=combo.id)
+    record = _job_record(session, result)
     parser = result.reporting_parser()
     if parser is None:
         return record
@@ -163,15 +164,14 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     """Primus save phase, then resume phase: the resume starts at last checkpoint + 1 with continuous loss."""
     cfg = session.config
     if not backends.get(session.plan.backend).checkpoint_test:
-        return StageRecord(stage="checkpoint", status="SKIPPED",
-                           reason=f"checkpoint test is {backends.labels_with('checkpoint_test')}-only")
+        return StageRecord.result("SKIPPED", f"checkpoint test is {backends.labels_with('checkpoint_test')}-only")
     if not cfg.checkpoint.enforce:
-        return StageRecord(stage="checkpoint", status="SKIPPED", reason="checkpoint.enforce is false")
+        return StageRecord.result("SKIPPED", "checkpoint.enforce is false")
     c = cfg.checkpoint
     directory = ckpt.checkpoint_dir(session.node_log_dir, fill_run_id(c.checkpoint_dir, session.run.run_id),
                                    session.plan.distributed)
     if isinstance(directory, Exception):
-        return StageRecord(stage="checkpoint", status="FAIL", reason=str(directory))
+        return StageRecord.result("FAIL", str(directory))
     mbs, gbs, precision, _ = smoke_cell(session)
     first = session.plan.combos[0]
     save_job = job_spec(session, label="ckpt_save", combo=first, mbs=mbs, gbs=gbs, precision=precision,
@@ -182,38 +182,36 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
     setup = session.runtime().exec(f"{ckpt.cleanup_command(root, distributed=True) or 'true'} && "
                                    f"{ckpt.mkdir_command(directory)}", timeout=60)
     bad = [r for r in setup if not r.ok]
-    if bad and not session.dry_run:
+    if bad:
         detail = session.redactor(bad[0].error or bad[0].stderr or bad[0].stdout or "").strip()[-300:]
-        return StageRecord(stage="checkpoint", status="ERROR",
-                           reason=f"cannot prepare the checkpoint directory {directory} on node {bad[0].host}: "
-                                  f"{detail}")
-    saved = run_job(session, save_job, stage="checkpoint", combo="ckpt_save")
+        return StageRecord.result("ERROR", f"cannot prepare the checkpoint directory {directory} on node "
+                                           f"{bad[0].host}: {detail}")
+    saved = run_job(session, save_job, stage=CHECKPOINT.id, combo="ckpt_save")
     resume_job = job_spec(session, label="ckpt_resume", combo=first, mbs=mbs, gbs=gbs, precision=precision,
                           iterations=c.resume_iters, save_dir=directory, load_dir=ckpt.resume_load_dir(root))
-    if session.dry_run:  # both phases, as a real run would issue them
-        session.runtime().exec(ckpt.latest_checkpoint_check_command(root), timeout=60)
-        run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
-        return StageRecord(stage="checkpoint", status="SKIPPED", reason="dry run: nothing was started")
-    if not saved.ok:
-        record = _job_record(session, "checkpoint", None, saved)
+    if saved.failed:
+        record = _job_record(session, saved)
         record.reason = f"save phase: {record.reason}"
         return record
-    listing = session.runtime().exec(ckpt.latest_checkpoint_check_command(root), timeout=60)
+    last_ckpt = ckpt.last_checkpoint_step(c.save_iters, c.save_interval)
+    check = ckpt.latest_checkpoint_check_command(root)
+    session.hosts().answer(check, f"{last_ckpt}\n")  # what the save phase leaves, where no node is asked
+    listing = session.runtime().exec(check, timeout=60)
     if not listing[0].ok or not listing[0].stdout.strip():
-        return StageRecord(stage="checkpoint", status="FAIL",
-                           reason=f"no checkpoint written: {root}/checkpoints/latest_checkpointed_iteration.txt "
-                                  "is missing on node 0 (is the checkpoint directory volume-mounted into the "
-                                  "container?)")
-    resumed = run_job(session, resume_job, stage="checkpoint", combo="ckpt_resume")
-    if not resumed.ok:
-        record = _job_record(session, "checkpoint", None, resumed)
+        return StageRecord.result("FAIL", f"no checkpoint written: {root}/checkpoints/latest_checkpointed_iteration"
+                                          ".txt is missing on node 0 (is the checkpoint directory volume-mounted "
+                                          "into the container?)")
+    resumed = run_job(session, resume_job, stage=CHECKPOINT.id, combo="ckpt_resume")
+    if resumed.failed:
+        record = _job_record(session, resumed)
         record.reason = f"resume phase: {record.reason}"
         return record
-    last_ckpt = ckpt.last_checkpoint_step(c.save_iters, c.save_interval)
+    if not (saved.started and resumed.started):  # both phases shown, neither started (a dry run)
+        return _job_record(session, resumed)
     save_losses = {s: it.loss for s, it in saved.reporting_parser().iterations.items()}
     resume_losses = {s: it.loss for s, it in resumed.reporting_parser().iterations.items()}
     verdict = checkpoint_continuity(save_losses, resume_losses, last_ckpt, c.loss_rtol)
-    record = StageRecord(stage="checkpoint", status="PASS" if verdict.ok else "FAIL", reason=verdict.reason)
+    record = StageRecord.result("PASS" if verdict.ok else "FAIL", verdict.reason)
     record.data.update({k: v for k, v in dataclasses.asdict(verdict).items() if k not in ("ok", "reason")})
     record.data["loss_rtol"] = c.loss_rtol
     record.data.update(_io_times(saved, resumed))
@@ -223,7 +221,7 @@ def checkpoint(session: Session, combo: str | None = None) -> StageRecord:
         for path in res.local_logs[:1]:
             if path.exists():
                 record.artifacts[f"{phase} node 0 log"] = session.run.relative(path)
-    if verdict.ok and not session.dry_run:
+    if verdict.ok:
         distributed = session.plan.distributed
         session.runtime().exec(ckpt.cleanup_command(root if distributed else directory, distributed=distributed)
                                or "true", timeout=120)
@@ -236,17 +234,16 @@ def _checkpoint_root(session: Session, save_job, directory: str) -> str | StageR
     try:
         _, header = primus_experiment(session, save_job)
     except JobSetupError as exc:
-        return StageRecord(stage="checkpoint", status="FAIL", reason=f"save phase: {exc}")
-    if not header and session.dry_run:  # the YAML was not read: say what a run reads it for
+        return StageRecord.result("FAIL", f"save phase: {exc}")
+    if not header:  # a YAML that names none of them (or no node was asked): the workspace itself
         session.hosts().assume(f"{directory.rstrip('/')}/{primus.CHECKPOINTS_SUBDIR}", (
             f"the checkpoints folder is <{'>/<'.join(primus.EXPERIMENT_KEYS)}>/checkpoints as the chosen YAML's "
             f"header resolves it, with workspace {directory} (a YAML that pins exp_name, as the 405B one, "
             "adds that folder)"))
-    if not header:  # a dry run, or a YAML that names none of them: the workspace itself
         return directory
     root = primus.checkpoint_root(directory, header, dict(save_job.env))
     if isinstance(root, JobSetupError):
-        return StageRecord(stage="checkpoint", status="FAIL", reason=f"save phase: {root}")
+        return StageRecord.result("FAIL", f"save phase: {root}")
     return root
 
 

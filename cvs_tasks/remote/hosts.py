@@ -55,6 +55,15 @@ class Hosts(ABC):
     def close(self) -> None:  # noqa: B027 - no-op on purpose; implementations that hold connections override it
         """Release connections; safe to call twice."""
 
+    # --- what the harness expects a node to say, for hosts that ask no node (remote/dryrun.py) ----
+    def answer(self, holding: str, stdout: str) -> None:  # noqa: B027 - real nodes answer for themselves
+        """A node asked a command holding ``holding`` would say ``stdout``. Hosts that run commands
+        ignore this; ``DryRunHosts`` answers so, where a stage needs an answer to go on."""
+
+    def assume(self, value: str, rule: str) -> None:  # noqa: B027 - real nodes answer for themselves
+        """``value`` is a guess at what only a node can tell, resolved at run time by ``rule``. Hosts that
+        run commands ignore this; ``DryRunHosts`` ends every line holding ``value`` with the rule."""
+
     # --- the contract ---------------------------------------------------------------------
     def run(self, command: str | Sequence[str], *, timeout: float,
             stdin: str | bytes | None = None) -> list[NodeResult]:

@@ -14,21 +14,12 @@ from typing import Any, Mapping, Sequence
 
 from cvs_tasks.inputs import InputRefused
 from cvs_tasks.run.sandbox import open_inside
+from cvs_tasks.run.stages import hint as stage_hint
 
 FAILING = ("FAIL", "ERROR")
 CONTEXT = 3  # lines shown before and after the offending line
 MAX_TEXT = 300  # characters kept of a context line
 
-# What to do when the record carries no signature hint, by stage.
-STAGE_HINTS = {
-    "metric": "a gate failed: the metric table shows actual vs expected; `invoke compare` against a "
-              "passing run shows what changed",
-    "loss_curve": "the loss did not fall as configured (loss_curve in the config): look at the loss plot "
-                  "and the first steps of the log",
-    "launch_container": "the container did not come up: `invoke cluster.check --cluster ... --config ...` "
-                        "shows per node what is missing",
-    "teardown": "containers or node files may be left: `invoke cleanup --cluster ...` finds and removes them",
-}
 INFRA_HINT = "an infrastructure problem, not a training result: fix it, then `invoke all --run <id>` redoes what failed"
 
 
@@ -94,9 +85,8 @@ def _signature_hint(name: Any, cls: Any) -> str:
 
 
 def _default_hint(test: Mapping[str, Any]) -> str:
-    if test.get("status") == "ERROR":
-        return STAGE_HINTS.get(test.get("stage"), INFRA_HINT)
-    return STAGE_HINTS.get(test.get("stage"), "")
+    """What to do when the record carries no signature hint: the stage table's hint for the stage."""
+    return stage_hint(test.get("stage")) or (INFRA_HINT if test.get("status") == "ERROR" else "")
 
 
 def _context(run_path: Path, log: Any, line_no: int) -> list[list[Any]]:

@@ -31,6 +31,7 @@ from cvs_tasks.report.nodes import nodes_view
 from cvs_tasks.report.sparkline import sparkline
 from cvs_tasks.run.records import StepRow
 from cvs_tasks.run.sandbox import href
+from cvs_tasks.run.stages import CHECKPOINT, LOSS_CURVE, METRIC, TRAINING
 from cvs_tasks.verify.record import effective_facts
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
@@ -83,7 +84,7 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
         "first_failure": failure_view(results.get("first_failure")),
         "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
                    for c in results.get("combos", [])],
-        "checkpoint": checkpoint_view(_find(tests, "checkpoint", None)),
+        "checkpoint": checkpoint_view(_find(tests, CHECKPOINT.id, None)),
         "nodes": nodes_view(results),
         "config_json": json.dumps(effective_config, indent=2, sort_keys=True) if effective_config else "",
     }
@@ -181,9 +182,9 @@ def consolidated_rows(results: Mapping[str, Any]) -> list[dict]:
 def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
                trends: Mapping[str, Any] | None = None) -> dict:
     tests = results.get("tests", [])
-    training = _find(tests, "training", combo)
-    metric = _find(tests, "metric", combo)
-    loss = _find(tests, "loss_curve", combo)
+    training = _find(tests, TRAINING.id, combo)
+    metric = _find(tests, METRIC.id, combo)
+    loss = _find(tests, LOSS_CURVE.id, combo)
     details = (training or {}).get("details", {})
     recorded = any(t and t.get("recorded") for t in (training, metric, loss))
     return {

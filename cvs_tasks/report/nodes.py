@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cvs_tasks.remote.fingerprint import FACT_NAMES, drift
+from cvs_tasks.run.stages import DIAGNOSE, LAUNCH_CONTAINER
 
 PASSING_FILE = "passing_nodes.txt"
 FAILING_FILE = "failing_nodes.txt"
@@ -36,7 +37,7 @@ def node_verdicts(results: Mapping[str, Any]) -> tuple[list[str], dict[str, str]
                 judged.append(host)
             if node.get("status") in BAD and host not in failing:
                 failing[host] = f"{test.get('name')}: {node.get('reason') or node.get('status')}"
-    for outlier in _details(results, "diagnose").get("outliers", []):
+    for outlier in _details(results, DIAGNOSE).get("outliers", []):
         host = str(outlier.get("host"))
         if host not in judged:
             judged.append(host)
@@ -61,11 +62,11 @@ def write_node_lists(run_path: Path, results: Mapping[str, Any]) -> list[Path]:
 
 def nodes_view(results: Mapping[str, Any]) -> dict | None:
     """Fingerprint table (drifting cells marked), drift lines, failing nodes; None when nothing to show."""
-    launch = _details(results, "launch_container")
+    launch = _details(results, LAUNCH_CONTAINER.id)
     facts: dict[str, dict] = {str(h): dict(f) for h, f in (launch.get("fingerprints") or {}).items()
                               if isinstance(f, dict)}
     passing, failing = node_verdicts(results)
-    diag = _details(results, "diagnose")
+    diag = _details(results, DIAGNOSE)
     if not facts and not failing and not diag:
         return None
     drifting = {(d.host, d.fact): d.text for d in drift(facts)}

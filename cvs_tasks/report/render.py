@@ -18,6 +18,7 @@ from cvs_tasks.report.nodes import write_node_lists
 from cvs_tasks.report.results import build_results, read_manifest
 from cvs_tasks.run.records import StepRow, step_rows
 from cvs_tasks.run.rundir import RunDir
+from cvs_tasks.run.stages import TRAINING
 
 OUTPUTS = {"results": "results.json", "report": "report.html", "metrics": "metrics.html", "junit": "junit.xml"}
 
@@ -51,7 +52,7 @@ def steps_by_combo(run: RunDir, combos: list[str]) -> dict[str, list[StepRow]]:
     """Per-step training rows of each combo (kept out of results.json; only the plots need them)."""
     out: dict[str, list[StepRow]] = {}
     for combo in combos:
-        record = run.read_record("training", combo)
+        record = run.read_record(TRAINING.id, combo)
         if record is not None:
             out[combo] = step_rows(record.data)
     return out

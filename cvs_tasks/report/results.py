@@ -18,7 +18,7 @@ from cvs_tasks.report.first_failure import first_failure
 from cvs_tasks.run.records import StageRecord, test_name
 from cvs_tasks.run.rundir import RunDir, load_record_file
 from cvs_tasks.run.sandbox import inside, relative_problem
-from cvs_tasks.run.stages import per_combo_ids, stage_ids
+from cvs_tasks.run.stages import DIAGNOSE, node_log_ids, per_combo_ids, stage_ids
 
 NOT_RUN = "NOT-RUN"
 TEST_STATUSES: tuple[str, ...] = ("PASS", "FAIL", "ERROR", "SKIPPED", NOT_RUN)
@@ -46,8 +46,6 @@ SUMMARY_FIELDS: tuple[str, ...] = (
 
 # Stage data too bulky for results.json; the HTML reads it from the record for its plots.
 BULKY_DATA_KEYS = frozenset({"steps"})
-# Stages whose jobs write per-node training logs under logs/<stage>/<combo-dir>/out-node<N>/.
-NODE_LOG_STAGES = frozenset({"smoke", "checkpoint", "training"})
 
 Key = tuple[str, str | None]
 
@@ -59,7 +57,7 @@ def build_results(run: RunDir) -> dict[str, Any]:
     combos = combo_order(manifest, records.values())
     hosts = manifest.get("hosts") if isinstance(manifest.get("hosts"), list) else []
     keys = expected_keys(combos, records.keys())
-    if manifest.get("scope") == "diagnose":  # `invoke diagnose` on its own: only what it ran is expected
+    if manifest.get("scope") == DIAGNOSE:  # `invoke diagnose` on its own: only what it ran is expected
         keys = [k for k in keys if k in records]
 
     tests = []
@@ -239,7 +237,7 @@ def collect_logs(
         listed.extend((f"node {n.rank} log ({n.host})", n.log, f"nodes[{i}].log")
                        for i, n in enumerate(record.nodes) if n.log is not None)
     conventional = [("stage log", _relative(run, run.stage_log_path(stage, combo)), "")]
-    if stage in NODE_LOG_STAGES:
+    if stage in node_log_ids():
         conventional.extend(
             (f"node {rank} log", _relative(run, run.node_log_path(stage, combo, rank)), "") for rank in range(nhosts)
         )

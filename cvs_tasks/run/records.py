@@ -124,6 +124,12 @@ class StageRecord:
     data: dict[str, Any] = field(default_factory=dict)  # stage-specific numbers (see lifecycle)
     attempts: list[dict[str, Any]] = field(default_factory=list)  # retried infrastructure steps
 
+    @classmethod
+    def result(cls, status: Status, reason: str = "", **fields: Any) -> StageRecord:
+        """What a stage body returns: the runner (``lifecycle.runner.execute``) stamps its stage
+        and combo, so a body never writes its own id."""
+        return cls(stage="", status=status, reason=reason, **fields)
+
     @property
     def name(self) -> str:
         return test_name(self.stage, self.combo)

@@ -14,7 +14,7 @@ import secrets
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.identifiers import control_characters, identifier_problem
@@ -23,6 +23,7 @@ from cvs_tasks.run.manifest import check_manifest
 from cvs_tasks.run.records import StageRecord, combo_dir
 from cvs_tasks.run.redact import Redactor
 from cvs_tasks.run.sandbox import inside, make_dirs
+from cvs_tasks.run.stagelog import StageLog
 from cvs_tasks.run.stages import stage_ids
 
 MANIFEST = "run.json"
@@ -106,9 +107,17 @@ class RunDir:
     Every file it writes has each secret of ``redact`` masked (the session registers the run's
     secrets there) and lands in the run directory's own folders, never through a symlink."""
 
+    durable = True  # what it writes stays; a dry run's ``DryRunDir`` keeps its records in memory only
+
     def __init__(self, path: Path, redact: Redactor | None = None) -> None:
         self.path = Path(path)
         self.redact = redact or Redactor()
+
+    def child(self, path: Path) -> RunDir:
+        """A run directory of its own inside this one (``invoke diagnose``'s one-node runs)."""
+        run = type(self)(path, self.redact)
+        run.stages_dir.mkdir(parents=True, exist_ok=True)
+        return run
 
     # -- location -------------------------------------------------------------------------------
     @property
@@ -214,6 +223,9 @@ class RunDir:
             record = load_record_file(path, self.path)
             if record is not None:
                 out.append(record)
+        return self._ordered(out)
+
+    def _ordered(self, out: list[StageRecord]) -> list[StageRecord]:
         combos = self.manifest().get("combos")
         combos = [c for c in combos if isinstance(c, str)] if isinstance(combos, list) else []
         stage_rank = {s: i for i, s in enumerate(stage_ids())}
@@ -244,6 +256,11 @@ class RunDir:
     def stage_log_path(self, stage: str, combo: str | None = None) -> Path:
         name = f"{stage}[{combo_dir(combo)}].log" if combo else f"{stage}.log"
         return self.logs_dir / name
+
+    def stage_log(self, stage: str, combo: str | None, forward: Callable[[object], None]) -> StageLog:
+        """The stage's own log: a listener that writes each event to ``stage_log_path`` and passes it on
+        (a context manager: the file is open while the stage runs)."""
+        return StageLog(self.stage_log_path(stage, combo), forward, root=self.path, redact=self.redact)
 
     def relative(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.path.resolve()))

@@ -7,7 +7,7 @@ from typing import Sequence
 from invoke.exceptions import Exit
 
 from cvs_tasks.run.request import RunRequest
-from cvs_tasks.run.stages import Stage
+from cvs_tasks.run.stages import TRAINING, Stage
 from cvs_tasks.run.stages import stage as stage_row
 from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
 
@@ -56,7 +56,7 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
 
     needed_by = getattr(c, "cvs_needed_by", None)
     if needed_by is None and combos and row.combo_flag:
-        needed_by = ("training", False)
+        needed_by = (TRAINING.id, False)
     req.check_config = row.checks_config
     with user_errors():
         events = listener()

@@ -17,6 +17,7 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
     from cvs_tasks.lifecycle.flow import close_sessions, session_for
     from cvs_tasks.report import build_results
     from cvs_tasks.report.console import print_summary
+    from cvs_tasks.run.stages import DIAGNOSE
 
     with user_errors():
         events = listener()
@@ -27,7 +28,7 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
                 code = run_diagnose(session)
             finally:
                 close_sessions()
-        record = session.run.read_record("diagnose")
+        record = session.run.read_record(DIAGNOSE)
         print_summary(build_results(session.run), run_dir=session.run.path)
         if record is not None:
             echo(f"diagnose: {record.status}: {record.reason}",

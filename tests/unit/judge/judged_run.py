@@ -16,6 +16,7 @@ from cvs_tasks.lifecycle.session import RunRequest, open_session
 from cvs_tasks.metrics.logfile import parse_file
 from cvs_tasks.report.render import render_all
 from cvs_tasks.run import StageRecord
+from cvs_tasks.run.stages import METRIC
 
 ROOT = Path(__file__).resolve().parents[3]
 LOG = ROOT / "tests" / "fixtures" / "logs" / "megatron_rocm_fork.log"
@@ -51,6 +52,7 @@ def judged_demo_run(tmp_path: Path, cells: dict[str, dict[str, Any]]) -> tuple[d
             session.run.write_record(StageRecord("training", "PASS", combo=combo,
                                                  data={"metrics": parser.metrics(), "completed": True}))
             records[combo] = metric(session, combo)
+            records[combo].stage, records[combo].combo = METRIC.id, combo  # as the runner stamps a body's result
             session.run.write_record(records[combo])
         paths = render_all(session.run)
         return json.loads(paths["results"].read_text()), records, paths["metrics"].read_text()

@@ -23,7 +23,7 @@ def _record(tmp_path: Path, nodes):
     session = SimpleNamespace(redactor=lambda text: text,
                               run=SimpleNamespace(relative=lambda p: str(Path(p).relative_to(tmp_path))))
     outcome = WatchOutcome("completed", "completed", nodes, len(nodes) - 1, 12.0)
-    return _job_record(session, "training", "A", JobResult(job=None, outcome=outcome))
+    return _job_record(session, JobResult(job=None, outcome=outcome))
 
 
 def test_every_node_exited_zero_with_a_log_is_a_pass(tmp_path):

@@ -36,11 +36,15 @@ def test_every_row_is_consistent():
         seen.add(row.id)
     assert [r.last for r in rows] == sorted(r.last for r in rows), "the `last` stages end the table"
     assert len({r.task for r in rows}) == len(rows), "one Invoke namespace per stage"
+    assert sorted(r.container for r in rows if r.container) == ["down", "up"], "one row brings it up, one down"
+    assert stages.container_stage("up").id == "launch_container" and stages.container_stage("down").last
+    assert stages.node_log_ids() == {"smoke", "checkpoint", "training"}
+    assert stages.hint("metric") and stages.hint("no such stage") == ""
 
 
 def hello(session, combo):
     """The throw-away stage's body: judges nothing, records that it ran."""
-    return StageRecord(stage="hello", status="PASS", reason="hello from a stage added in one row")
+    return StageRecord.result("PASS", "hello from a stage added in one row")  # the runner stamps its id
 
 
 @pytest.fixture

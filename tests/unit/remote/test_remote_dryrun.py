@@ -33,3 +33,30 @@ def test_a_docker_launch_walks_through_in_a_dry_run():
         "--cap-add IPC_LOCK --cap-add SYS_PTRACE --security-opt seccomp=unconfined --group-add video "
         "--ulimit memlock=-1 -e NNODES=2 img sleep infinity",
         "docker container inspect --format '{{.State.Status}}' c"]
+
+
+def test_a_command_the_harness_said_what_to_expect_of_gets_that_answer_also_inside_the_container():
+    """A stage that needs an answer to go on (the lock taken, the Primus YAML found, the checkpoint
+    saved) says what a node would answer; the dry run answers so, wherever the command is wrapped."""
+    said: list[str] = []
+    hosts = DryRunHosts(["n0", "n1"], echo=said.append)
+    check = "cat '/ckpt/it'\"'\"'s/latest_checkpointed_iteration.txt'"
+    hosts.answer(check, "20\n")
+    rt = runtime_for(hosts, {"name": "c", "image": "img", "runtime": {"name": "docker"}},
+                     run_id="r", owner="o", nnodes=2)
+    assert [r.stdout for r in rt.exec(check, timeout=5)] == ["20\n", "20\n"]
+    assert [r.stdout for r in hosts.subset([1]).run(f"(mkdir -p /x) && {{ {check}; }}", timeout=5)] == ["20\n"]
+    assert [r.stdout for r in hosts.run("cat /other", timeout=5)] == ["", ""]
+    hosts.answer(check, "40\n")  # the latest expectation wins
+    assert hosts.run(check, timeout=5)[0].stdout == "40\n"
+
+
+def test_hosts_that_run_commands_ignore_what_a_dry_run_would_assume():
+    from cvs_tasks.remote.testing import ScriptedHosts
+
+    hosts = ScriptedHosts(["n0"])
+    hosts.answer("cat /x", "20\n")
+    hosts.assume("/x", "a rule")
+    hosts.expect("cat /x", stdout="7\n")
+    assert hosts.run("cat /x", timeout=5)[0].stdout == "7\n"
+    hosts.assert_done()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cvs_tasks.report.first_failure import CONTEXT, INFRA_HINT, STAGE_HINTS, first_failure
+from cvs_tasks.report.first_failure import CONTEXT, INFRA_HINT, first_failure
+from cvs_tasks.run.stages import METRIC
 
 
 def _test(name, status, started, stage="training", **extra):
@@ -20,7 +21,7 @@ def test_the_failure_that_started_first_is_the_one_to_read():
              _test("test_teardown", "ERROR", None, stage="teardown")]
     assert first_failure(tests, None)["test"] == "test_training[y]"
     only_metric = first_failure(tests[:1], None)
-    assert only_metric["hint"] == STAGE_HINTS["metric"] and only_metric["context"] == []
+    assert only_metric["hint"] == METRIC.hint and only_metric["context"] == []
 
 
 def test_an_infrastructure_error_without_a_signature_says_so():
