@@ -12,9 +12,12 @@ import time
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
+from cvs_tasks.remote.follow import DEFAULT_OPTIONS, Follow, FollowOptions, FollowTarget
+from cvs_tasks.remote.follow_poll import PollingFollow
 from cvs_tasks.remote.results import Node, NodeResult, RawResult, ReadResult, node_error, to_node_result
 from cvs_tasks.remote.retry import Attempt, RetryPolicy
 from cvs_tasks.remote.shellcmd import parse_read_output, put_command, read_command
+from cvs_tasks.remote.streams import Opener, StreamFollow
 
 
 class Hosts(ABC):
@@ -55,6 +58,11 @@ class Hosts(ABC):
     def close(self) -> None:  # noqa: B027 - no-op on purpose; implementations that hold connections override it
         """Release connections; safe to call twice."""
 
+    def _follower_opener(self) -> Opener | None:
+        """How this transport starts a node's follower as a stream (``remote/streams.py``);
+        None: it cannot, and ``follow`` falls back to one read per node per poll."""
+        return None
+
     # --- the contract ---------------------------------------------------------------------
     def run(self, command: str | Sequence[str], *, timeout: float,
             stdin: str | bytes | None = None) -> list[NodeResult]:
@@ -86,6 +94,14 @@ class Hosts(ABC):
                     for i, (p, o) in enumerate(zip(paths, offsets))]
         raws = self._exec_many(commands, [None] * count, timeout)
         return [_read_result(n, r, p, o) for n, r, p, o in zip(self.nodes, raws, paths, offsets)]
+
+    def follow(self, targets: Sequence[FollowTarget], options: FollowOptions = DEFAULT_OPTIONS) -> Follow:
+        """One long-lived follower per node for a job's logs (``remote/follow.py``): ``targets[i]``
+        on node i, all read from one loop in the caller's thread."""
+        opener = self._follower_opener()
+        if opener is None:
+            return PollingFollow(self, targets, options)
+        return StreamFollow(self.nodes, targets, options, opener)
 
     # --- helpers for callers --------------------------------------------------------------
     def run_until_ok(self, command: str | Sequence[str], *, timeout: float, step: str,
@@ -190,6 +206,19 @@ class CompositeHosts(Hosts):
     @property
     def attempts(self) -> list[Attempt]:
         return [a for hosts, _ in self._parts for a in hosts.attempts]
+
+    def _follower_opener(self) -> Opener | None:
+        """Every part's own followers in one loop; polling if any part cannot stream."""
+        openers = [hosts._follower_opener() for hosts, _ in self._parts]
+        if any(o is None for o in openers):
+            return None
+        where = {i: (opener, own.index(i)) for opener, (_, own) in zip(openers, self._parts) for i in own}
+
+        def open_on_part(index, args):
+            opener, local = where[index]
+            return opener(local, args)
+
+        return open_on_part
 
     def close(self) -> None:
         for hosts, _ in self._parts:

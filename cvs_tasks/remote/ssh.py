@@ -27,6 +27,7 @@ from fabric.exceptions import GroupException
 from fabric.runners import Remote
 from invoke.exceptions import CommandTimedOut
 
+from cvs_tasks.remote.channels import ChannelStream
 from cvs_tasks.remote.hostkeys import (
     RevokedHostKey,
     StrictHostKeyPolicy,
@@ -40,6 +41,7 @@ from cvs_tasks.remote.hostkeys import (
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
+from cvs_tasks.remote.streams import FollowerStartError
 
 _WIRE_ENCODING = "latin-1"  # byte-transparent: every byte maps to one code point and back
 _STDIN_CHUNK = 64 * 1024
@@ -181,6 +183,17 @@ class SshHosts(Hosts):
                 else:
                     out[index] = _raw_from_result(value)
         return [r for r in out if r is not None]
+
+    def _follower_opener(self):
+        """A follower is one exec channel on the node's open connection (opened first if needed)."""
+        def open_follower(index: int, args) -> ChannelStream:
+            ssh = self._ssh[index]
+            error = self._open(ssh)
+            if error is not None:
+                raise FollowerStartError(error)
+            return ChannelStream(ssh.connection.transport, args.command(), self.connect_timeout)
+
+        return open_follower
 
     def _raw_from_exception(self, node: Node, exc: BaseException) -> RawResult:
         if isinstance(exc, CommandTimedOut):
