@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from cvs_tasks.remote import LocalHosts, Node
-from cvs_tasks.remote.follow import Delta, Exited, FollowOptions, FollowTarget, Lost
-from cvs_tasks.remote.follower import FOLLOWER_NAME, FollowerArgs
+from cvs_tasks.remote.follow import Delta, FollowTarget, Lost
+from cvs_tasks.remote.follower import FollowerArgs
 from cvs_tasks.remote.frames import BeatFrame, DataFrame, ErrorFrame, ExitFrame, FrameDecoder
-
-FAST = FollowOptions(poll_s=0.05, frame_bytes=1000, heartbeat_s=1)
+from tests.follow_helpers import FAST, follow_to_end, follower_pids
 
 
 def run_follower(log: Path, exit_file: Path, offset: int = 0, cap: int = 1000, timeout: float = 20) -> list:
@@ -100,25 +99,6 @@ def test_a_poke_is_answered_and_the_end_of_stdin_ends_the_follower(tmp_path):
         proc.wait()
 
 
-def follow_to_end(follow, count: int, deadline_s: float = 30.0, on_event=None) -> tuple[list[bytes], dict]:
-    """Consume events like the watcher does (restart a lost follower from the held offset)."""
-    held, exits, losses = [b""] * count, {}, []
-    deadline = time.monotonic() + deadline_s
-    while len(exits) < count and time.monotonic() < deadline:
-        for event in follow.events(1.0):
-            if isinstance(event, Delta):
-                assert event.offset == len(held[event.index])
-                held[event.index] += event.data
-            elif isinstance(event, Exited):
-                exits[event.index] = event.code
-            elif isinstance(event, Lost):
-                losses.append(event.error)
-                follow.restart(event.index, len(held[event.index]))
-            if on_event:
-                on_event(event)
-    return held, {"exits": exits, "losses": losses}
-
-
 def test_local_follow_reads_growing_logs_of_several_nodes(tmp_path):
     logs = [tmp_path / f"n{i}.log" for i in range(3)]
     writer = subprocess.Popen(["bash", "-c", " ".join(
@@ -130,11 +110,6 @@ def test_local_follow_reads_growing_logs_of_several_nodes(tmp_path):
     writer.wait(timeout=30)
     assert seen == {"exits": {0: 0, 1: 0, 2: 0}, "losses": []}
     assert held == [p.read_bytes() for p in logs]
-
-
-def follower_pids(log: Path) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", f"{FOLLOWER_NAME} {log}"], capture_output=True, text=True)
-    return [int(p) for p in found.stdout.split()]
 
 
 def test_killing_a_followers_process_mid_run_loses_no_byte(tmp_path):
