@@ -25,6 +25,7 @@ from cvs_tasks.remote.results import Node, node_error
 
 READ_CHUNK = 256 * 1024
 STDERR_KEEP = 2048
+START_GRACE_S = 60.0  # a follower's first word may take this long (a loaded node starting many sessions)
 
 
 class FollowerStartError(RuntimeError):
@@ -66,6 +67,7 @@ class _Node:
     next_offset: int = 0
     heard: float = 0.0
     asked: bool = False
+    talked: bool = False  # it said something since it started
     done: bool = False  # exited: nothing more will come
     queued: list[FollowEvent] = field(default_factory=list)
 
@@ -140,7 +142,7 @@ class StreamFollow(Follow):
             self._queued.append(Lost(index, self._error(index, f"cannot start the follower: {exc}")))
             return
         node.stream, node.decoder = stream, FrameDecoder(o.frame_bytes)
-        node.next_offset, node.heard, node.asked = offset, self._clock(), False
+        node.next_offset, node.heard, node.asked, node.talked = offset, self._clock(), False, False
         self._selector.register(stream.fileno(), selectors.EVENT_READ, index)
 
     def _stop(self, index: int) -> None:
@@ -160,7 +162,7 @@ class StreamFollow(Follow):
             return
         data, ended = node.stream.read()
         if data:
-            node.heard = self._clock()
+            node.heard, node.talked = self._clock(), True
             try:
                 frames = node.decoder.feed(data)
             except FrameError as exc:
@@ -199,8 +201,9 @@ class StreamFollow(Follow):
         raise AssertionError(f"unknown frame {frame!r}")
 
     def _check_silence(self, out: list[FollowEvent]) -> None:
-        now, limit = self._clock(), self.options.silence_s
+        now = self._clock()
         for index, node in enumerate(self._nodes):
+            limit = self.options.silence_s if node.talked else max(self.options.silence_s, START_GRACE_S)
             if node.stream is not None and now - node.heard > limit:
                 self._lose(index, f"no word from the follower for {now - node.heard:.0f}s (the node or its "
                                   "connection hangs)", out)
