@@ -27,6 +27,7 @@ import paramiko
 from fabric import Config, Connection
 
 from cvs_tasks.remote.channels import ChannelStream, Started, run_channels
+from cvs_tasks.remote.follow import DEFAULT_OPTIONS
 from cvs_tasks.remote.hostkeys import (
     RevokedHostKey,
     StrictHostKeyPolicy,
@@ -163,6 +164,12 @@ class SshHosts(Hosts):
             return
         with ThreadPoolExecutor(max_workers=min(self.window, len(todo)), thread_name_prefix="cvs-ssh-window") as pool:
             list(pool.map(work, todo))
+
+    def follow(self, targets, options=DEFAULT_OPTIONS):
+        """Every node's follower as an exec channel; connections not yet open are opened first,
+        through the window (the channels themselves open one after the other: one round trip each)."""
+        self._in_window(lambda index: self._open(self._ssh[index]), range(len(self._ssh)))
+        return super().follow(targets, options)
 
     def _follower_opener(self):
         """A follower is one exec channel on the node's open connection (opened first if needed)."""
