@@ -72,6 +72,7 @@ class Watcher:
         self._options = FollowOptions(poll_s=settings.poll_interval_s,
                                       frame_bytes=max(4, min(settings.max_bytes, FRAME_BYTES)))
         self._follow: Follow | None = None
+        self._restarts: list[str] = []  # what the outcome says about followers that were mended
 
     # -- public -------------------------------------------------------------------------------
     def run(self) -> WatchOutcome:
@@ -82,6 +83,7 @@ class Watcher:
             with self.hosts.follow(targets, self._options) as follow:
                 self._follow = follow
                 outcome = self._loop()
+            outcome.notes += self._restarts
             for n in self.nodes:
                 n.parser.finish()  # a last line without its newline still counts
             return outcome
@@ -220,6 +222,8 @@ class Watcher:
             if node.restart_at is not None and node.restart_at <= now \
                     and node.read_failures < self.settings.unreachable_after:
                 node.restart_at, node.restarted_at = None, now
+                self._restarts.append(f"the log follower of node {node.target.host} was restarted from byte "
+                                      f"{node.offset} after: {node.last_error}")
                 self._follow.restart(index, node.offset)
 
     def _drain(self) -> None:

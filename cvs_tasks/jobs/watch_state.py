@@ -79,7 +79,8 @@ class WatchOutcome:
     elapsed_s: float
     error: dict | None = None  # {name, cls, host, rank, line, text}
     tail: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # about the trainer's config (recorded with its check)
+    notes: list[str] = field(default_factory=list)  # how the watch went: log followers restarted
 
     @property
     def config_check(self) -> Verdict | None:

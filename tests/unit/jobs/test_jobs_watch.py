@@ -252,6 +252,9 @@ def test_a_lost_follower_is_restarted_from_the_held_offset_and_the_copy_stays_ex
                 drops=(2,))  # the follower dies at its second look, after the log grew
     outcome, _, _, [log] = watch([node], tmp_path=tmp_path)
     assert outcome.ok and outcome.reporting.last_step == 4
+    assert outcome.notes == [f"the log follower of node n0 was restarted from byte {len(iteration(1, 4))} after: "
+                             "node n0: following /logs/out-node0/training.log: the follower ended: "
+                             "killed by signal 9"]
     assert (tmp_path / "node0.log").read_bytes() == log.content  # no byte lost
     assert log.sent == len(log.content)  # and none sent twice
 
