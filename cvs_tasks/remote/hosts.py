@@ -1,8 +1,9 @@
 """The ``Hosts`` interface: run, put and read on every node at once, one result per node.
 
 Implementations only provide ``_exec_many`` (one command and optional stdin per node, raw
-bytes back); the shared behaviour (decoding, error naming, atomic put, incremental reads,
-retries of failed nodes) lives here once, so SSH and local nodes behave the same.
+bytes back) and, where they can, ``_follower_opener`` (how a node's log follower is started as a
+stream); the shared behaviour (decoding, error naming, atomic put, incremental reads, log
+followers, retries of failed nodes) lives here once, so SSH and local nodes behave the same.
 """
 
 from __future__ import annotations
