@@ -146,6 +146,10 @@ class Watcher:
                         start,
                         rank=n.target.rank,
                     )
+                stalled = (best_step is None and now - start > s.startup_timeout_s) or \
+                    (best_step is not None and now - last_progress > s.stall_timeout_s)
+                if stalled and not self._looked_again():
+                    continue  # what the nodes wrote since their followers' last look changed the picture
                 if best_step is None and now - start > s.startup_timeout_s:
                     return self._outcome(
                         "stalled", f"no training iteration within {s.startup_timeout_s:.0f}s of launch", start
@@ -225,6 +229,14 @@ class Watcher:
                 self._restarts.append(f"the log follower of node {node.target.host} was restarted from byte "
                                       f"{node.offset} after: {node.last_error}")
                 self._follow.restart(index, node.offset)
+
+    def _looked_again(self) -> bool:
+        """Before a stall is declared: every follower looks at its node now (its last look may be a
+        poll interval old). True when that changed nothing (no new step, no error, no exit)."""
+        steps, exits = self._best_step(), sum(n.exit_code is not None for n in self.nodes)
+        self._drain()
+        fatal = any(hit.fatal for n in self.nodes for hit in n.parser.errors)
+        return not fatal and self._best_step() == steps and sum(n.exit_code is not None for n in self.nodes) == exits
 
     def _drain(self) -> None:
         """After a node's job exited: what every other node wrote until now (its root cause, maybe)."""

@@ -273,3 +273,13 @@ def test_after_a_node_exits_every_other_node_is_drained_for_the_root_cause():
     outcome, _, clock, _ = watch([culprit, peer], iterations=10)
     assert outcome.status == "failed" and outcome.error["cls"] == "gpu_fault" and outcome.error["rank"] == 0
     assert clock.now == 0.0  # no poll interval waited for it
+
+
+def test_before_a_stall_is_declared_every_follower_looks_once_more():
+    nccl = ("[rank0]:[E1130 04:22:55.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600081 milliseconds before timing out.\n")
+    node = Node(script=[iteration(1, 10), iteration(2, 10), "", "", "", "", nccl])
+    outcome, _, clock, [log] = watch([node], iterations=10, stall_timeout_s=4.5)
+    # the stall was due at 5.5 s, before the next scheduled look (6 s): the look it asked for found the cause
+    assert outcome.status == "failed" and outcome.error["cls"] == "nccl", outcome.reason
+    assert clock.now < 6 and log.polls == 7
