@@ -63,3 +63,27 @@ def test_killing_a_followers_process_on_the_node_mid_run_loses_no_byte(sshd, mak
     assert "node node0" in seen["losses"][0] and "the follower ended" in seen["losses"][0]
     assert seen["exits"] == {0: 0}
     assert held == log.read_bytes()
+
+
+def test_a_dropped_connection_is_reopened_and_the_follower_resumes_at_the_held_offset(sshd, make_cluster, trusted,
+                                                                                      tmp_path):
+    log, ex, stop = tmp_path / "training.log", tmp_path / "exit", tmp_path / "stop"
+    proc = writer(log, ex, stop)
+    dropped = []
+    with connect(make_cluster([sshd], trusted), connect_timeout=5) as hosts:
+        def drop_once(event):
+            if isinstance(event, Delta) and not dropped and event.end > 20_000:
+                hosts._ssh[0].connection.transport.close()  # the TCP connection goes away under the follower
+                dropped.append(event.end)
+            if dropped and isinstance(event, Delta) and event.end > 60_000:
+                stop.touch()
+
+        try:
+            with hosts.follow([FollowTarget(str(log), str(ex))], FAST) as follow:
+                [held], seen = follow_to_end(follow, 1, on_event=drop_once)
+        finally:
+            stop.touch()
+            proc.wait(timeout=30)
+    assert dropped and len(seen["losses"]) == 1, seen
+    assert seen["exits"] == {0: 0}
+    assert held == log.read_bytes()
