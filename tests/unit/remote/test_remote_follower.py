@@ -165,3 +165,17 @@ def test_follower_arguments_are_checked(bad):
     fields = dict(log_path="/l", exit_path="/e", offset=0, poll_s=1.0, frame_bytes=10, heartbeat_s=1) | bad
     with pytest.raises(ValueError):
         FollowerArgs(**fields).argv()
+
+
+def test_a_composite_follows_every_part_from_one_loop(tmp_path):
+    from cvs_tasks.remote import CompositeHosts
+
+    logs = [tmp_path / f"n{i}.log" for i in range(3)]
+    for i, log in enumerate(logs):
+        log.write_text(f"node {i}\n")
+        Path(f"{log}.exit").write_text("0\n")
+    nodes = [Node(f"n{i}", "localhost", rank=i) for i in range(3)]
+    hosts = CompositeHosts([(LocalHosts([nodes[1]]), [1]), (LocalHosts([nodes[0], nodes[2]]), [0, 2])], nodes)
+    with hosts.follow([FollowTarget(str(p), f"{p}.exit") for p in logs], FAST) as follow:
+        held, seen = follow_to_end(follow, 3)
+    assert held == [b"node 0\n", b"node 1\n", b"node 2\n"] and seen["exits"] == {0: 0, 1: 0, 2: 0}
