@@ -66,3 +66,15 @@ def test_mixed_cluster_keeps_order_and_ranks(remote):
 def test_empty_cluster_is_refused():
     with pytest.raises(ValueError, match="no hosts"):
         connect(Cluster([]))
+
+
+def test_the_cluster_files_fanout_window_reaches_the_ssh_hosts(remote, tmp_path):
+    from cvs_tasks.config.cluster import parse_cluster
+    from cvs_tasks.config.errors import ConfigError
+
+    raw = {"username": "root", "priv_key_file": "/k", "node_dict": {"10.0.0.1": {}}}
+    assert parse_cluster(raw, tmp_path / "c.json").fanout_window == 32
+    cluster = parse_cluster(dict(raw, fanout_window=8), tmp_path / "c.json")
+    assert connect(cluster).window == 8
+    with pytest.raises(ConfigError, match="fanout_window"):
+        parse_cluster(dict(raw, fanout_window=0), tmp_path / "c.json")
