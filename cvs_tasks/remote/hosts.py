@@ -18,7 +18,7 @@ from cvs_tasks.remote.follow_poll import PollingFollow
 from cvs_tasks.remote.results import Node, NodeResult, RawResult, ReadResult, node_error, to_node_result
 from cvs_tasks.remote.retry import Attempt, RetryPolicy
 from cvs_tasks.remote.shellcmd import parse_read_output, put_command, read_command
-from cvs_tasks.remote.streams import Opener, StreamFollow
+from cvs_tasks.remote.streams import Opener, StartAll, StreamFollow
 
 
 class Hosts(ABC):
@@ -102,7 +102,11 @@ class Hosts(ABC):
         opener = self._follower_opener()
         if opener is None:
             return PollingFollow(self, targets, options)
-        return StreamFollow(self.nodes, targets, options, opener)
+        return StreamFollow(self.nodes, targets, options, opener, start_all=self._follower_start_all())
+
+    def _follower_start_all(self) -> StartAll | None:
+        """How many followers are started at once (None: one after the other)."""
+        return None
 
     # --- helpers for callers --------------------------------------------------------------
     def run_until_ok(self, command: str | Sequence[str], *, timeout: float, step: str,

@@ -27,7 +27,6 @@ import paramiko
 from fabric import Config, Connection
 
 from cvs_tasks.remote.channels import ChannelStream, Started, run_channels
-from cvs_tasks.remote.follow import DEFAULT_OPTIONS
 from cvs_tasks.remote.hostkeys import (
     RevokedHostKey,
     StrictHostKeyPolicy,
@@ -165,11 +164,22 @@ class SshHosts(Hosts):
         with ThreadPoolExecutor(max_workers=min(self.window, len(todo)), thread_name_prefix="cvs-ssh-window") as pool:
             list(pool.map(work, todo))
 
-    def follow(self, targets, options=DEFAULT_OPTIONS):
-        """Every node's follower as an exec channel; connections not yet open are opened first,
-        through the window (the channels themselves open one after the other: one round trip each)."""
-        self._in_window(lambda index: self._open(self._ssh[index]), range(len(self._ssh)))
-        return super().follow(targets, options)
+    def _follower_start_all(self):
+        """Followers start through the window: each waits for its node to open a channel and
+        accept the exec request (and to connect first, if it was not)."""
+        def start_all(opener, jobs):
+            out: list = [None] * len(jobs)
+
+            def start(k: int) -> None:
+                try:
+                    out[k] = opener(*jobs[k])
+                except Exception as exc:  # noqa: BLE001 - every failure to start is this node's Lost
+                    out[k] = exc
+
+            self._in_window(start, range(len(jobs)))
+            return out
+
+        return start_all
 
     def _follower_opener(self):
         """A follower is one exec channel on the node's open connection (opened first if needed)."""

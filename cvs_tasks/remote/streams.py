@@ -57,6 +57,18 @@ class FollowerStream(ABC):
 
 
 Opener = Callable[[int, FollowerArgs], FollowerStream]
+# starts many followers at once (e.g. through a transport's fan-out window); a stream or the error per job
+StartAll = Callable[[Opener, Sequence[tuple[int, FollowerArgs]]], Sequence["FollowerStream | Exception"]]
+
+
+def _one_by_one(opener: Opener, jobs: Sequence[tuple[int, FollowerArgs]]) -> list["FollowerStream | Exception"]:
+    out: list[FollowerStream | Exception] = []
+    for index, args in jobs:
+        try:
+            out.append(opener(index, args))
+        except Exception as exc:  # noqa: BLE001 - every failure to start is this node's Lost
+            out.append(exc)
+    return out
 
 
 @dataclass
@@ -76,7 +88,8 @@ class StreamFollow(Follow):
     """Followers started through ``opener``, one per target, read from one selector."""
 
     def __init__(self, nodes: Sequence[Node], targets: Sequence[FollowTarget], options: FollowOptions,
-                 opener: Opener, *, pokeable: bool = True, clock: Callable[[], float] = time.monotonic):
+                 opener: Opener, *, pokeable: bool = True, clock: Callable[[], float] = time.monotonic,
+                 start_all: StartAll | None = None):
         if len(nodes) != len(targets):
             raise ValueError(f"follow needs one target per node ({len(nodes)}), got {len(targets)}")
         self.options = options
@@ -87,8 +100,9 @@ class StreamFollow(Follow):
         self._selector = selectors.DefaultSelector()
         self._nodes = [_Node(t) for t in targets]
         self._queued: list[FollowEvent] = []
-        for index, target in enumerate(targets):
-            self._start(index, target.offset)
+        jobs = [(index, self._args(index, target.offset)) for index, target in enumerate(targets)]
+        for (index, args), opened in zip(jobs, (start_all or _one_by_one)(opener, jobs)):
+            self._take(index, args.offset, opened)
 
     # -- Follow ---------------------------------------------------------------------------
     def events(self, timeout: float) -> list[FollowEvent]:
@@ -131,16 +145,21 @@ class StreamFollow(Follow):
         self._selector.close()
 
     # -- inside ---------------------------------------------------------------------------
+    def _args(self, index: int, offset: int) -> FollowerArgs:
+        o, target = self.options, self._nodes[index].target
+        return FollowerArgs(target.path, target.exit_path, offset, o.poll_s, o.frame_bytes, o.heartbeat_s,
+                            pokeable=self._pokeable)
+
     def _start(self, index: int, offset: int) -> None:
-        node = self._nodes[index]
-        o = self.options
-        args = FollowerArgs(node.target.path, node.target.exit_path, offset, o.poll_s, o.frame_bytes,
-                            o.heartbeat_s, pokeable=self._pokeable)
-        try:
-            stream = self._opener(index, args)
-        except Exception as exc:  # noqa: BLE001 - every failure to start is this node's Lost
-            self._queued.append(Lost(index, self._error(index, f"cannot start the follower: {exc}")))
+        self._take(index, offset, _one_by_one(self._opener, [(index, self._args(index, offset))])[0])
+
+    def _take(self, index: int, offset: int, opened: "FollowerStream | Exception") -> None:
+        """Register a started follower's stream, or report why it did not start."""
+        node, o = self._nodes[index], self.options
+        if isinstance(opened, Exception):
+            self._queued.append(Lost(index, self._error(index, f"cannot start the follower: {opened}")))
             return
+        stream = opened
         node.stream, node.decoder = stream, FrameDecoder(o.frame_bytes)
         node.next_offset, node.heard, node.asked, node.talked = offset, self._clock(), False, False
         self._selector.register(stream.fileno(), selectors.EVENT_READ, index)
