@@ -109,6 +109,8 @@ class Watcher:
                 return self._outcome("interrupted", "interrupted by the user", start)
             now = self.clock()
             self._restart_lost(now)
+            if any(hit.fatal for n in self.nodes for hit in n.parser.errors):
+                self._drain()  # the root cause may sit in another node's log, not yet looked at
             failure = self._fatal_error() or self._config_mismatch(start)
             if failure is not None:
                 return failure

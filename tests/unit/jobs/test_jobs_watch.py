@@ -104,7 +104,9 @@ def test_a_fatal_signature_fails_the_watch_in_the_poll_that_reads_it():
     outcome, _, clock, [log] = watch([node], iterations=10)
     assert outcome.status == "failed"
     assert outcome.error["cls"] == "oom" and outcome.error["host"] == "n0"
-    assert log.polls == 3 and clock.now == 2.0  # third poll; two 1 s waits before it
+    # read at the third look, two 1 s waits before it; then one more look of every node before the
+    # cause is named (another node's log may hold the root cause), without waiting
+    assert log.polls == 4 and clock.now == 2.0
 
 
 def test_the_root_cause_outranks_the_nccl_echo_on_the_peer():
@@ -282,4 +284,16 @@ def test_before_a_stall_is_declared_every_follower_looks_once_more():
     outcome, _, clock, [log] = watch([node], iterations=10, stall_timeout_s=4.5)
     # the stall was due at 5.5 s, before the next scheduled look (6 s): the look it asked for found the cause
     assert outcome.status == "failed" and outcome.error["cls"] == "nccl", outcome.reason
-    assert clock.now < 6 and log.polls == 7
+    assert clock.now < 6 and log.polls == 8  # 6 scheduled looks, the stall's look, the cause's look
+
+
+def test_a_peers_echo_is_not_taken_for_the_cause_before_every_node_looked_again():
+    # n0's follower sends the NCCL echo at its second look; n1's GPU fault, written first, would only
+    # come with n1's next look: the watcher asks every follower to look before it names the cause
+    peer = Node(script=[iteration(1, 10), "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, "
+                                          "remote process exited or there was a network error\n"])
+    culprit = Node(script=[iteration(1, 10), "", "Memory access fault by GPU node-9 (Agent handle: 0x55d0) on "
+                                                 "address 0x7f2a. Reason: Page not present.\n"])
+    outcome, _, clock, _ = watch([peer, culprit], iterations=10)
+    assert outcome.error["cls"] == "gpu_fault" and outcome.error["rank"] == 1, outcome.reason
+    assert clock.now == 1.0  # found at the second look, without waiting for the third
