@@ -34,7 +34,7 @@ from cvs_tasks.run.sandbox import open_for_write
 
 Clock = Callable[[], float]
 MIN_WAIT_S = 0.05  # a wait for events never shorter (a deadline reached exactly is decided next turn)
-DRAIN_MAX_S = 10.0
+DRAIN_MIN_S = 10.0  # how long every node's follower may take to answer a look asked for (the old read's timeout)
 
 
 class Watcher:
@@ -241,8 +241,10 @@ class Watcher:
         return not fatal and self._best_step() == steps and sum(n.exit_code is not None for n in self.nodes) == exits
 
     def _drain(self) -> None:
-        """After a node's job exited: what every other node wrote until now (its root cause, maybe)."""
-        self._apply(self._follow.drain(min(DRAIN_MAX_S, max(2.0, 2 * self.settings.poll_interval_s))))
+        """Every node's log up to now, before a decision (a job exited, a cause is named, a stall):
+        each follower looks once more. It returns as soon as all answered; the bound only matters
+        for a node whose follower is still starting (a loaded node) or hangs."""
+        self._apply(self._follow.drain(max(DRAIN_MIN_S, 5 * self.settings.poll_interval_s)))
 
     # -- decisions ----------------------------------------------------------------------------
     def _fatal_error(self) -> WatchOutcome | None:

@@ -179,3 +179,17 @@ def test_a_composite_follows_every_part_from_one_loop(tmp_path):
     with hosts.follow([FollowTarget(str(p), f"{p}.exit") for p in logs], FAST) as follow:
         held, seen = follow_to_end(follow, 3)
     assert held == [b"node 0\n", b"node 1\n", b"node 2\n"] and seen["exits"] == {0: 0, 1: 0, 2: 0}
+
+
+def test_a_drain_waits_for_a_follower_that_is_still_starting(tmp_path):
+    from cvs_tasks.remote.streams import PipeStream, StreamFollow
+
+    log = tmp_path / "training.log"
+    log.write_text("written before the drain\n")
+
+    def slow_start(_index, args):  # a loaded node: its session takes a while to start the follower
+        return PipeStream(["bash", "-c", 'sleep 1; exec "$@"', "slow", *args.argv()])
+
+    with StreamFollow([Node("n0", "n0")], [FollowTarget(str(log), str(tmp_path / "exit"))], FAST, slow_start) as follow:
+        events = follow.drain(10.0)
+    assert Delta(0, 0, b"written before the drain\n") in events
