@@ -5,12 +5,12 @@ exit-status file (a builtin read), takes the log's size (one ``stat``), sends wh
 past its offset as data frames of at most ``frame_bytes`` (``tail -c +N | head -c L``, the same
 read as ``shellcmd.read_command``), and ends with an exit frame once the status is there and every
 byte up to the size seen after it was sent. Idle, it sends a heartbeat every ``heartbeat_s`` so the
-harness tells a quiet node from a dead follower (and one at once: the follower started). A log
+harness tells a quiet node from a dead follower (the first at once: the follower started). A log
 smaller than the offset is an error frame.
 
 It follows the path, not a descriptor (a restarted job writes a new file at the same path). Its
 wait between turns is ``read -t`` on its standard input where the harness holds that open: a line
-there (a poke) makes it look at once and answer (``P``) after that look, and end-of-file (the harness
+there (a poke) makes it look at once and answer (``P``, once per poke) after that look, and end-of-file (the harness
 closed the channel or died) ends it at once instead of at its next write. Where standard input
 is not the harness's (``pokeable=False``), it sleeps. Wire format: ``remote/frames.py``.
 """
@@ -25,7 +25,7 @@ FOLLOWER_NAME = "cvs-follow"  # $0 of the program: how it shows in ps on the nod
 # $1 log, $2 exit-status file, $3 first offset, $4 poll seconds, $5 frame bytes,
 # $6 heartbeat seconds, $7 1 = wait on stdin (pokes, EOF ends), 0 = sleep
 PROGRAM = r"""
-log=$1 ex=$2 off=$3 poll=$4 cap=$5 beat=$6 poke=$7 asked=1 last=$SECONDS
+log=$1 ex=$2 off=$3 poll=$4 cap=$5 beat=$6 poke=$7 asked=0 last=$((SECONDS - beat))
 while :; do
   code=
   if [ -s "$ex" ]; then

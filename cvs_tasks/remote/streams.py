@@ -78,7 +78,7 @@ class _Node:
     decoder: FrameDecoder | None = None
     next_offset: int = 0
     heard: float = 0.0
-    asked: bool = False
+    unanswered: int = 0  # pokes sent that the follower has not answered yet
     talked: bool = False  # it said something since it started
     done: bool = False  # exited: nothing more will come
     queued: list[FollowEvent] = field(default_factory=list)
@@ -108,11 +108,7 @@ class StreamFollow(Follow):
     def events(self, timeout: float) -> list[FollowEvent]:
         deadline = self._clock() + max(0.0, timeout)
         while True:
-            out, self._queued = self._queued, []
-            wait = 0.0 if out else max(0.0, min(deadline - self._clock(), self.options.silence_s))
-            for key, _ in self._selector.select(wait):  # with nothing registered this just waits
-                self._read(key.data, out)
-            self._check_silence(out)
+            out = self._step(deadline)
             if out or self._clock() >= deadline:
                 return out
 
@@ -126,13 +122,22 @@ class StreamFollow(Follow):
                     node.stream.poke()
                 except OSError:
                     continue  # a follower that cannot be poked ends soon; its end is an event
-                node.asked = True
+                node.unanswered += 1
                 asked.append(index)
         while True:
-            out += self.events(max(0.0, min(deadline - self._clock(), 0.5)))
-            waiting = [i for i in asked if self._nodes[i].asked and self._nodes[i].stream is not None]
+            waiting = [i for i in asked if self._nodes[i].unanswered and self._nodes[i].stream is not None]
             if not waiting or self._clock() >= deadline:
-                return out
+                return out + self._step(self._clock())  # and whatever else is already there
+            out += self._step(deadline)  # one wait: an answer (which is no event) ends it too
+
+    def _step(self, deadline: float) -> list[FollowEvent]:
+        """One wait on the selector (at most until ``deadline``) and what it brought."""
+        out, self._queued = self._queued, []
+        wait = 0.0 if out else max(0.0, min(deadline - self._clock(), self.options.silence_s))
+        for key, _ in self._selector.select(wait):  # with nothing registered this just waits
+            self._read(key.data, out)
+        self._check_silence(out)
+        return out
 
     def restart(self, index: int, offset: int) -> None:
         self._stop(index)
@@ -161,7 +166,7 @@ class StreamFollow(Follow):
             return
         stream = opened
         node.stream, node.decoder = stream, FrameDecoder(o.frame_bytes)
-        node.next_offset, node.heard, node.asked, node.talked = offset, self._clock(), False, False
+        node.next_offset, node.heard, node.unanswered, node.talked = offset, self._clock(), 0, False
         self._selector.register(stream.fileno(), selectors.EVENT_READ, index)
 
     def _stop(self, index: int) -> None:
@@ -173,7 +178,7 @@ class StreamFollow(Follow):
         except (KeyError, ValueError, OSError):
             pass
         node.stream.close()
-        node.stream, node.decoder, node.asked = None, None, False
+        node.stream, node.decoder, node.unanswered = None, None, 0
 
     def _read(self, index: int, out: list[FollowEvent]) -> None:
         node = self._nodes[index]
@@ -212,7 +217,7 @@ class StreamFollow(Follow):
             return False
         if isinstance(frame, BeatFrame):
             if frame.answer:
-                node.asked = False
+                node.unanswered = max(0, node.unanswered - 1)
             return True
         if isinstance(frame, ErrorFrame):
             self._lose(index, frame.text, out)

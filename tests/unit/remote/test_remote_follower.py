@@ -83,7 +83,7 @@ def test_a_poke_is_answered_and_the_end_of_stdin_ends_the_follower(tmp_path):
     proc = subprocess.Popen(args.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         decoder = FrameDecoder(1000)
-        assert decoder.feed(proc.stdout.readline()) == [BeatFrame(None, answer=True)]  # the first look: no log
+        assert decoder.feed(proc.stdout.readline()) == [BeatFrame(None)]  # the first look: no log, a heartbeat
         log.write_bytes(b"new line\n")
         proc.stdin.write(b"\n")
         proc.stdin.flush()
