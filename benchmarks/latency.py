@@ -1,7 +1,7 @@
 """Feedback latency: how soon the training stage ends after the job's last line, or its fatal line.
 
 The lifecycle's own stages run through the library (``open_session`` + ``run_stage``) on a fresh
-run directory. An observer thread in this process tails the very files the watcher polls (the
+run directory. An observer thread in this process tails the very files the watcher follows (the
 node logs, which on this machine's host runtime and loopback testbed are local files) every
 10 ms with its own ``LogParser`` and stamps the wall time at which the last iteration line
 (``N/N``) or the first fatal error line appeared. The stage's end is its record's ``ended``.
@@ -26,6 +26,7 @@ from cvs_tasks.lifecycle.flow import run_stage
 from cvs_tasks.lifecycle.session import RunRequest, open_session
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote import Hosts, connect
+from cvs_tasks.remote.follow import DEFAULT_OPTIONS
 from cvs_tasks.run.events import ignore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,7 +87,7 @@ class LogObserver:
 
 
 class ObservedHosts(Hosts):
-    """The session's real Hosts, which also starts the observer on the paths the watcher polls."""
+    """The session's real Hosts, which also starts the observer on the paths the watcher follows."""
 
     def __init__(self, inner: Hosts, observer: LogObserver):
         super().__init__(inner.nodes)
@@ -102,9 +103,9 @@ class ObservedHosts(Hosts):
     def close(self) -> None:
         self.inner.close()
 
-    def read_from(self, paths, offsets, max_bytes, *, sidecars=None, timeout):
-        self.observer.start(paths)
-        return super().read_from(paths, offsets, max_bytes, sidecars=sidecars, timeout=timeout)
+    def follow(self, targets, options=DEFAULT_OPTIONS):
+        self.observer.start([t.path for t in targets])
+        return self.inner.follow(targets, options)
 
 
 # --- simulated time ----------------------------------------------------------------------------

@@ -47,6 +47,7 @@ class Cluster:
     container: dict[str, Any] = field(default_factory=dict)
     known_hosts: str | None = None
     scheduler: SchedulerSpec | None = None
+    fanout_window: int = 32
 
     @property
     def host_names(self) -> list[str]:
@@ -76,6 +77,8 @@ class _ClusterFile(BaseModel):
     container: dict[str, Any] = Field(default_factory=dict, description="Container defaults merged under every "
                                                                         "suite config's container block.")
     password: Any = Field(None, description="Not supported: leave it unset (null in JSON); SSH uses priv_key_file.")
+    fanout_window: int = Field(32, ge=1, le=1024, description="SSH nodes that connect or start a command at once "
+                                                            "(like pdsh's 32); keep it within sshd's MaxStartups.")
     head_node_dict: dict[str, Any] = Field(default_factory=dict, description="Accepted for reference files; unused.")
     env_vars: dict[str, Any] = Field(default_factory=dict, description="Accepted for reference files; unused.")
     orchestrator: str | None = Field(None, description="Accepted for reference files; unused.")
@@ -121,7 +124,7 @@ def parse_cluster(raw: dict[str, Any], path: Path, user: str | None = None) -> C
     assert model is not None
     return Cluster(path=path, username=model.username or local_user(), priv_key_file=model.priv_key_file or None,
                    hosts=hosts, container=model.container, known_hosts=model.known_hosts,
-                   scheduler=model.scheduler)
+                   scheduler=model.scheduler, fanout_window=model.fanout_window)
 
 
 def _scheduler_problems(spec: SchedulerSpec, hosts: list[HostSpec]) -> list[Problem]:

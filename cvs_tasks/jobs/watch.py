@@ -1,11 +1,13 @@
 """Watch a launched training job on every node until it completes, fails, stalls or times out.
 
-Each poll makes one round trip per node that returns only the log bytes past the last offset
-plus the job's exit-status file (``Hosts.read_from``), feeds them to that node's incremental
-parser and error scanner, and copies them into the run directory as they arrive (so the node
-logs are "pulled back" without ever being read twice). No fixed sleeps: a fatal signature ends
-the watch in the poll that reads it, and polling speeds up while more bytes are pending or the
-job is finishing.
+One follower per node for the whole job (``Hosts.follow``, ``remote/follow.py``) streams what the
+node's log gains and, at the end, the job's exit status; the watcher waits for those events in
+one loop, feeds each node's bytes to its incremental parser and error scanner, and copies them
+into the run directory as they arrive (the node logs are "pulled back" without being read twice).
+Nothing is asked of a node per poll: a fatal signature ends the watch as soon as the node's
+follower sends the line (its own poll interval on the node plus the transport's latency). A
+follower that is lost is restarted from the offset the watcher holds; one that keeps failing
+(``unreachable_after``) makes the node unreachable.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ from cvs_tasks.jobs.watch_state import (  # noqa: F401 - re-exported: callers im
 )
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.metrics.signatures import CAUSE_RANK
+from cvs_tasks.remote.follow import FRAME_BYTES, Delta, Exited, Follow, FollowOptions, FollowTarget, Lost, take
 from cvs_tasks.run.events import NodeProgress
 from cvs_tasks.run.redact import RedactingWriter, Redactor
 from cvs_tasks.run.sandbox import open_for_write
 
 Clock = Callable[[], float]
+MIN_WAIT_S = 0.05  # a wait for events never shorter (a deadline reached exactly is decided next turn)
+DRAIN_MIN_S = 10.0  # how long every node's follower may take to answer a look asked for (the old read's timeout)
 
 
 class Watcher:
-    """Polls every node's log; one instance per job launch."""
+    """Follows every node's log; one instance per job launch."""
 
     def __init__(
         self,
@@ -64,13 +69,21 @@ class Watcher:
         self.nodes = [NodeState(target=t, parser=parser_factory()) for t in targets]
         self._sinks: list[RedactingWriter | None] = []
         self._start = clock()
+        self._options = FollowOptions(poll_s=settings.poll_interval_s,
+                                      frame_bytes=max(4, min(settings.max_bytes, FRAME_BYTES)))
+        self._follow: Follow | None = None
+        self._restarts: list[str] = []  # what the outcome says about followers that were mended
 
     # -- public -------------------------------------------------------------------------------
     def run(self) -> WatchOutcome:
         self._start = self.clock()
         self._open_sinks()
+        targets = [FollowTarget(n.target.log_path, n.target.exit_path, n.offset) for n in self.nodes]
         try:
-            outcome = self._loop()
+            with self.hosts.follow(targets, self._options) as follow:
+                self._follow = follow
+                outcome = self._loop()
+            outcome.notes += self._restarts
             for n in self.nodes:
                 n.parser.finish()  # a last line without its newline still counts
             return outcome
@@ -91,8 +104,13 @@ class Watcher:
         deadline = start + s.overall_timeout(self.iterations)
         best_step: int | None = None
         while True:
-            more_pending = self._poll()
+            self._apply(self._follow.events(self._wait(start, last_progress, completed_at, best_step, deadline)))
+            if self.stop.is_set():
+                return self._outcome("interrupted", "interrupted by the user", start)
             now = self.clock()
+            self._restart_lost(now)
+            if any(hit.fatal for n in self.nodes for hit in n.parser.errors):
+                self._drain()  # the root cause may sit in another node's log, not yet looked at
             failure = self._fatal_error() or self._config_mismatch(start)
             if failure is not None:
                 return failure
@@ -109,8 +127,7 @@ class Watcher:
                 completed_at = now
             if completed_at is not None:
                 if all(n.exit_code is not None for n in self.nodes):
-                    self._drain()
-                    return self._finish_completed(start)
+                    return self._finish_completed(start)  # an exit comes after every byte before it
                 if now - completed_at > s.exit_grace_s:
                     return self._finish_completed(
                         start, note=f"job did not exit within {s.exit_grace_s:.0f}s of its last iteration")
@@ -131,6 +148,10 @@ class Watcher:
                         start,
                         rank=n.target.rank,
                     )
+                stalled = (best_step is None and now - start > s.startup_timeout_s) or \
+                    (best_step is not None and now - last_progress > s.stall_timeout_s)
+                if stalled and not self._looked_again():
+                    continue  # what the nodes wrote since their followers' last look changed the picture
                 if best_step is None and now - start > s.startup_timeout_s:
                     return self._outcome(
                         "stalled", f"no training iteration within {s.startup_timeout_s:.0f}s of launch", start
@@ -143,55 +164,87 @@ class Watcher:
                     )
             if now > deadline:
                 return self._outcome("timeout", f"overall timeout of {deadline - start:.0f}s reached", start)
-            wait = 0.0 if more_pending else (min(0.25, s.poll_interval_s) if completed_at else s.poll_interval_s)
-            if wait and self.stop.wait(wait):
-                return self._outcome("interrupted", "interrupted by the user", start)
 
-    def _poll(self) -> bool:
-        """One read of every node; returns True when a node had more bytes than one read carries."""
-        results = self.hosts.read_from(
-            [n.target.log_path for n in self.nodes],
-            [n.offset for n in self.nodes],
-            self.settings.max_bytes,
-            sidecars=[n.target.exit_path for n in self.nodes],
-            timeout=max(10.0, self.settings.poll_interval_s * 5),
-        )
-        more = False
-        for node, res, sink in zip(self.nodes, results, self._sinks):
-            if res.error:
+    def _wait(self, start: float, last_progress: float, completed_at: float | None, best_step: int | None,
+              deadline: float) -> float:
+        """How long the next wait for events may last: until the nearest thing to decide (a
+        timeout, a restart due), at most one poll interval (so a stop is seen), never zero."""
+        s = self.settings
+        due = [deadline]
+        if completed_at is not None:
+            due.append(completed_at + s.exit_grace_s)
+        elif best_step is None:
+            due.append(start + s.startup_timeout_s)
+        else:
+            due.append(last_progress + s.stall_timeout_s)
+        due += [n.restart_at for n in self.nodes if n.restart_at is not None]
+        return max(MIN_WAIT_S, min(s.poll_interval_s, min(due) - self.clock()))
+
+    def _apply(self, events: list) -> None:
+        """Each node's new bytes into its copy and its parser; exits and lost followers noted."""
+        for event in events:
+            node, sink = self.nodes[event.index], self._sinks[event.index]
+            if isinstance(event, Delta):
+                if event.offset > node.offset:  # bytes missing: read again from what is held
+                    self._follow.restart(event.index, node.offset)
+                    continue
+                data = take(node.offset, event)
+                if data:
+                    node.offset += len(data)
+                    node.read_failures = 0
+                    self._feed(node, sink, node.decoder.decode(data))
+            elif isinstance(event, Exited):
+                if event.size is not None and node.offset < event.size:
+                    self._follow.restart(event.index, node.offset)
+                elif node.exit_code is None:
+                    node.exit_code = event.code
+                    node.state = "done" if event.code == 0 else "failed"
+                    self._emit(node)
+            elif isinstance(event, Lost):
+                now = self.clock()
+                if node.restarted_at is not None and now - node.restarted_at > self._options.silence_s:
+                    node.read_failures = 0  # the last restart lived long enough to count as mended
                 node.read_failures += 1
-                node.last_error = res.error
-                continue
-            node.read_failures = 0
-            read = res.offset - node.offset
-            if res.data:
-                if sink is not None:
-                    try:
-                        sink.write(res.data)
-                        sink.flush()
-                    except OSError as exc:  # disk full / unwritable run directory: stop, don't watch blind
-                        raise InfraError(f"cannot copy node {node.target.host}'s log to {node.target.local_copy}: "
-                                         f"{exc.strerror or exc}") from None
-                new = node.parser.feed(res.data)
-                if new:
-                    node.state = "running"
-                    self._emit(node)
-            node.offset = res.offset
-            if res.size is not None and res.size > res.offset and read >= self.settings.max_bytes:
-                more = True
-            if res.sidecar is not None and res.sidecar.strip():
-                code = _parse_exit(res.sidecar)
-                if code is not None and node.exit_code is None:
-                    node.exit_code = code
-                    node.state = "done" if code == 0 else "failed"
-                    self._emit(node)
-        return more
+                node.last_error = event.error
+                node.restart_at = now if node.read_failures == 1 else now + self.settings.poll_interval_s
+
+    def _feed(self, node: NodeState, sink: RedactingWriter | None, text: str) -> None:
+        if not text:
+            return
+        if sink is not None:
+            try:
+                sink.write(text)
+                sink.flush()
+            except OSError as exc:  # disk full / unwritable run directory: stop, don't watch blind
+                raise InfraError(f"cannot copy node {node.target.host}'s log to {node.target.local_copy}: "
+                                 f"{exc.strerror or exc}") from None
+        if node.parser.feed(text):
+            node.state = "running"
+            self._emit(node)
+
+    def _restart_lost(self, now: float) -> None:
+        """Start again, from the offset held, every lost follower whose restart is due."""
+        for index, node in enumerate(self.nodes):
+            if node.restart_at is not None and node.restart_at <= now \
+                    and node.read_failures < self.settings.unreachable_after:
+                node.restart_at, node.restarted_at = None, now
+                self._restarts.append(f"the log follower of node {node.target.host} was restarted from byte "
+                                      f"{node.offset} after: {node.last_error}")
+                self._follow.restart(index, node.offset)
+
+    def _looked_again(self) -> bool:
+        """Before a stall is declared: every follower looks at its node now (its last look may be a
+        poll interval old). True when that changed nothing (no new step, no error, no exit)."""
+        steps, exits = self._best_step(), sum(n.exit_code is not None for n in self.nodes)
+        self._drain()
+        fatal = any(hit.fatal for n in self.nodes for hit in n.parser.errors)
+        return not fatal and self._best_step() == steps and sum(n.exit_code is not None for n in self.nodes) == exits
 
     def _drain(self) -> None:
-        """Read whatever is left after the job exited (bounded: a few reads)."""
-        for _ in range(8):
-            if not self._poll():
-                break
+        """Every node's log up to now, before a decision (a job exited, a cause is named, a stall):
+        each follower looks once more. It returns as soon as all answered; the bound only matters
+        for a node whose follower is still starting (a loaded node) or hangs."""
+        self._apply(self._follow.drain(max(DRAIN_MIN_S, 5 * self.settings.poll_interval_s)))
 
     # -- decisions ----------------------------------------------------------------------------
     def _fatal_error(self) -> WatchOutcome | None:
@@ -318,13 +371,6 @@ class Watcher:
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
             self._sinks.append(RedactingWriter(open_for_write(path), self.redactor))  # closed in run()
-
-
-def _parse_exit(text: str) -> int | None:
-    try:
-        return int(text.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None
 
 
 def _finite(x: float | None) -> float | None:

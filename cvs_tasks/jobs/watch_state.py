@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
@@ -26,8 +27,8 @@ class WatchSettings:
     startup_timeout_s: float = 1800.0  # no first iteration for this long -> stalled
     timeout_s: float = 0.0  # overall; 0 -> derived from the iteration count
     exit_grace_s: float = 60.0  # after the last iteration, how long the job may take to exit
-    max_bytes: int = 16 * 1024 * 1024  # per node per poll
-    unreachable_after: int = 3  # consecutive failed reads of a node
+    max_bytes: int = 16 * 1024 * 1024  # the most one frame from a node's follower carries (capped at 1 MiB)
+    unreachable_after: int = 3  # a node's follower lost this many times in a row
 
     def overall_timeout(self, iterations: int) -> float:
         if self.timeout_s > 0:
@@ -56,6 +57,9 @@ class NodeState:
     last_error: str = ""
     state: str = "starting"
     config_check: Verdict | None = None  # the trainer's effective config vs the plan, once its dump is read
+    restart_at: float | None = None  # when its lost follower is started again
+    restarted_at: float | None = None
+    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     @property
     def last_step(self) -> int | None:
@@ -75,7 +79,8 @@ class WatchOutcome:
     elapsed_s: float
     error: dict | None = None  # {name, cls, host, rank, line, text}
     tail: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # about the trainer's config (recorded with its check)
+    notes: list[str] = field(default_factory=list)  # how the watch went: log followers restarted
 
     @property
     def config_check(self) -> Verdict | None:

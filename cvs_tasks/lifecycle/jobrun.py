@@ -122,6 +122,7 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     )
     try:
         result.outcome = watcher.run()
+        result.notes += result.outcome.notes
     finally:
         if result.outcome is None or not result.outcome.ok or any(n.exit_code is None for n in result.outcome.nodes):
             _stop(session, launch)

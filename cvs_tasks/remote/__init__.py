@@ -1,4 +1,4 @@
-"""The only code that touches SSH and Docker: hosts (fabric / local), host keys, container runtimes."""
+"""The only code that touches SSH and Docker: hosts (SSH, local, Slurm), log followers, host keys, runtimes."""
 
 from cvs_tasks.remote.check import CheckItem, NodeCheck, check_nodes, format_check_table
 from cvs_tasks.remote.connect import connect, nodes_of

@@ -1,8 +1,9 @@
 """The ``Hosts`` interface: run, put and read on every node at once, one result per node.
 
 Implementations only provide ``_exec_many`` (one command and optional stdin per node, raw
-bytes back); the shared behaviour (decoding, error naming, atomic put, incremental reads,
-retries of failed nodes) lives here once, so SSH and local nodes behave the same.
+bytes back) and, where they can, ``_follower_opener`` (how a node's log follower is started as a
+stream); the shared behaviour (decoding, error naming, atomic put, incremental reads, log
+followers, retries of failed nodes) lives here once, so SSH and local nodes behave the same.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import time
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
+from cvs_tasks.remote.follow import DEFAULT_OPTIONS, Follow, FollowOptions, FollowTarget
+from cvs_tasks.remote.follow_poll import PollingFollow
 from cvs_tasks.remote.results import Node, NodeResult, RawResult, ReadResult, node_error, to_node_result
 from cvs_tasks.remote.retry import Attempt, RetryPolicy
 from cvs_tasks.remote.shellcmd import parse_read_output, put_command, read_command
+from cvs_tasks.remote.streams import Opener, StartAll, StreamFollow
 
 
 class Hosts(ABC):
@@ -64,6 +68,11 @@ class Hosts(ABC):
         """``value`` is a guess at what only a node can tell, resolved at run time by ``rule``. Hosts that
         run commands ignore this; ``DryRunHosts`` ends every line holding ``value`` with the rule."""
 
+    def _follower_opener(self) -> Opener | None:
+        """How this transport starts a node's follower as a stream (``remote/streams.py``);
+        None: it cannot, and ``follow`` falls back to one read per node per poll."""
+        return None
+
     # --- the contract ---------------------------------------------------------------------
     def run(self, command: str | Sequence[str], *, timeout: float,
             stdin: str | bytes | None = None) -> list[NodeResult]:
@@ -95,6 +104,18 @@ class Hosts(ABC):
                     for i, (p, o) in enumerate(zip(paths, offsets))]
         raws = self._exec_many(commands, [None] * count, timeout)
         return [_read_result(n, r, p, o) for n, r, p, o in zip(self.nodes, raws, paths, offsets)]
+
+    def follow(self, targets: Sequence[FollowTarget], options: FollowOptions = DEFAULT_OPTIONS) -> Follow:
+        """One long-lived follower per node for a job's logs (``remote/follow.py``): ``targets[i]``
+        on node i, all read from one loop in the caller's thread."""
+        opener = self._follower_opener()
+        if opener is None:
+            return PollingFollow(self, targets, options)
+        return StreamFollow(self.nodes, targets, options, opener, start_all=self._follower_start_all())
+
+    def _follower_start_all(self) -> StartAll | None:
+        """How many followers are started at once (None: one after the other)."""
+        return None
 
     # --- helpers for callers --------------------------------------------------------------
     def run_until_ok(self, command: str | Sequence[str], *, timeout: float, step: str,
@@ -199,6 +220,19 @@ class CompositeHosts(Hosts):
     @property
     def attempts(self) -> list[Attempt]:
         return [a for hosts, _ in self._parts for a in hosts.attempts]
+
+    def _follower_opener(self) -> Opener | None:
+        """Every part's own followers in one loop; polling if any part cannot stream."""
+        openers = [hosts._follower_opener() for hosts, _ in self._parts]
+        if any(o is None for o in openers):
+            return None
+        where = {i: (opener, own.index(i)) for opener, (_, own) in zip(openers, self._parts) for i in own}
+
+        def open_on_part(index, args):
+            opener, local = where[index]
+            return opener(local, args)
+
+        return open_on_part
 
     def close(self) -> None:
         for hosts, _ in self._parts:

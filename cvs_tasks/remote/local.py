@@ -15,6 +15,7 @@ from typing import Sequence
 
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
+from cvs_tasks.remote.streams import PipeStream
 
 _SHELL = shutil.which("bash") or "/bin/sh"
 _DRAIN_AFTER_KILL_S = 5.0
@@ -65,3 +66,7 @@ class LocalHosts(Hosts):
 
     def subset(self, indices):
         return LocalHosts([self.nodes[i] for i in indices])
+
+    def _follower_opener(self):
+        """A follower is a subprocess here; its stdout pipe is the stream."""
+        return lambda _index, args: PipeStream(args.argv())

@@ -98,8 +98,9 @@ def incomplete_utf8_tail(data: bytes) -> int:
     return 0
 
 
-def parse_read_output(stdout: bytes) -> ParsedRead:
-    """Split a read_command answer into header and payload; ValueError if the header is wrong."""
+def parse_read_raw(stdout: bytes) -> tuple[bytes, int | None, str | None]:
+    """A read_command answer as raw payload bytes, the file's size and the sidecar's text;
+    ValueError if the header is wrong."""
     header, sep, payload = stdout.partition(b"\n")
     fields = header.decode("ascii", errors="replace").split(" ")
     if not sep or len(fields) != 3 or fields[0] != READ_MARKER:
@@ -111,5 +112,11 @@ def parse_read_output(stdout: bytes) -> ParsedRead:
             "utf-8", errors="replace")
     except ValueError as exc:
         raise ValueError(f"unexpected header from the read command: {header[:120]!r}") from exc
+    return payload, size, sidecar
+
+
+def parse_read_output(stdout: bytes) -> ParsedRead:
+    """Split a read_command answer into header and payload; ValueError if the header is wrong."""
+    payload, size, sidecar = parse_read_raw(stdout)
     keep = len(payload) - incomplete_utf8_tail(payload)
     return ParsedRead(payload[:keep].decode("utf-8", errors="replace"), keep, size, sidecar)

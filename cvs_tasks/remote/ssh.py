@@ -1,32 +1,32 @@
-"""``SshHosts``: nodes over SSH with fabric, strict host keys and a deadline on every step.
+"""``SshHosts``: nodes over SSH (fabric's Connection to connect), strict host keys, a deadline on every step.
 
 * connect: ``timeout``/``banner_timeout``/``auth_timeout``/``channel_timeout`` all bounded by
   the connect timeout (passed in ``connect_kwargs`` only: fabric's own ``connect_timeout``
   truncates to int and clashes with ``timeout``); retried for network errors, never for key
-  or auth errors; keepalive on the transport once open.
-* commands: plain strings (no ``env=``: fabric inlines env values into the command line),
-  ``warn=True`` + ``hide=True`` + ``timeout``; stdout/stderr decoded as latin-1 so the exact
-  bytes come back (UTF-8 decoding happens once, in ``results``).
-* fan-out: one command for all nodes goes through ``ThreadingGroup`` (its GroupException is
-  unpacked into per-node results); per-node commands and stdin use a thread per node.
+  or auth errors; keepalive on the transport once open. Connections stay open for the run.
+* fan-out: connection set-up and exec requests go through a bounded window (``window``, default
+  32 like pdsh; the cluster file's ``fanout_window``); the commands then run as raw exec channels
+  read from one selector (``remote/channels.py``): per-command timeout, stdin, exact bytes back,
+  no thread per node beyond paramiko's own reader per connection.
+* commands: plain strings (nothing via ``env=``: values would land on the command line); stdin
+  is sent on the channel and then closed.
+* followers (``follow``): one more exec channel per node on the same connection.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import paramiko
-from fabric import Config, Connection, ThreadingGroup
-from fabric.exceptions import GroupException
-from fabric.runners import Remote
-from invoke.exceptions import CommandTimedOut
+from fabric import Config, Connection
 
+from cvs_tasks.remote.channels import ChannelStream, Started, run_channels
 from cvs_tasks.remote.hostkeys import (
     RevokedHostKey,
     StrictHostKeyPolicy,
@@ -40,22 +40,11 @@ from cvs_tasks.remote.hostkeys import (
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
+from cvs_tasks.remote.streams import FollowerStartError
 
-_WIRE_ENCODING = "latin-1"  # byte-transparent: every byte maps to one code point and back
-_STDIN_CHUNK = 64 * 1024
 # paramiko's words when the TCP connection opened but the SSH handshake never completed
 _HANDSHAKE_FAILURES = ("protocol banner", "No existing session", "Negotiation failed")
-
-
-class _ChunkedStdin:
-    """Stdin for invoke from bytes: hands out 64 KiB per read (invoke asks for 1 byte at a time
-    from file-likes without a fileno and sleeps 10 ms between reads)."""
-
-    def __init__(self, data: bytes):
-        self._buf = io.BytesIO(data)
-
-    def read(self, _size: int = -1) -> bytes:
-        return self._buf.read(_STDIN_CHUNK)
+FANOUT_WINDOW = 32  # like pdsh: at most this many nodes connect or start a command at once
 
 
 class _SshNode:
@@ -74,8 +63,12 @@ class SshHosts(Hosts):
     def __init__(self, nodes: Sequence[Node], *, username: str, key_file: str | None,
                  known_hosts: Path, connect_timeout: float = 10.0, keepalive: int = 30,
                  retry: RetryPolicy | None = None, cluster_file: str | os.PathLike | None = None,
+                 window: int = FANOUT_WINDOW,
                  _shared: list[_SshNode] | None = None, _attempts: list[Attempt] | None = None):
         super().__init__(nodes)
+        if window < 1:
+            raise ValueError(f"the fan-out window must be at least 1, got {window}")
+        self.window = window
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
         self.keepalive = keepalive
@@ -95,8 +88,7 @@ class SshHosts(Hosts):
         if key_file:
             connect_kwargs.update(key_filename=[os.path.expanduser(key_file)], look_for_keys=False,
                                   allow_agent=False)
-        config = Config(ssh_config=paramiko.SSHConfig(),  # no ~/.ssh/config surprises
-                        overrides={"runners": {"remote": _BulkRemote}})
+        config = Config(ssh_config=paramiko.SSHConfig())  # no ~/.ssh/config surprises
         connection = Connection(host=node.address, user=username, port=node.port,
                                 connect_kwargs=connect_kwargs, config=config)
         # Fabric installs AutoAddPolicy; replace it before anything can connect.
@@ -136,57 +128,71 @@ class SshHosts(Hosts):
 
     # --- fan-out --------------------------------------------------------------------------
     def _exec_many(self, commands, stdins, timeout):
-        broadcast = len(set(commands)) == 1 and all(s is None for s in stdins)
-        identities = {(s.node.address, s.node.port) for s in self._ssh}
-        if broadcast and len(identities) == len(self._ssh) and len(self._ssh) > 1:
-            return self._exec_group(commands[0], timeout)
-        if len(self._ssh) == 1:
-            return [self._exec_one(self._ssh[0], commands[0], stdins[0], timeout)]
-        with ThreadPoolExecutor(max_workers=len(self._ssh)) as pool:
-            return list(pool.map(lambda args: self._exec_one(*args, timeout),
-                                 zip(self._ssh, commands, stdins)))
+        """Start every node's command through the window (connecting first where needed), then
+        read them all to their ends from one selector in this thread."""
+        out: list[RawResult | None] = [None] * len(self._ssh)
+        started: dict[int, Started] = {}
 
-    def _exec_one(self, ssh: _SshNode, command: str, stdin: bytes | None,
-                  timeout: float) -> RawResult:
-        error = self._open(ssh)
-        if error is not None:
-            return RawResult(None, b"", b"", error, final=ssh.final_error is not None)
-        try:
-            result = ssh.connection.run(command, **_run_kwargs(timeout, stdin))
-        except Exception as exc:  # noqa: BLE001
-            return self._raw_from_exception(ssh.node, exc)
-        return _raw_from_result(result)
-
-    def _exec_group(self, command: str, timeout: float) -> list[RawResult]:
-        with ThreadPoolExecutor(max_workers=len(self._ssh)) as pool:
-            open_errors = list(pool.map(self._open, self._ssh))
-        out: list[RawResult | None] = [
-            None if err is None else RawResult(None, b"", b"", err, final=s.final_error is not None)
-            for s, err in zip(self._ssh, open_errors)]
-        ready = [s for s, err in zip(self._ssh, open_errors) if err is None]
-        if ready:
-            group = ThreadingGroup.from_connections([s.connection for s in ready])
+        def start(index: int) -> None:
+            ssh = self._ssh[index]
+            error = self._open(ssh)
+            if error is not None:
+                out[index] = RawResult(None, b"", b"", error, final=ssh.final_error is not None)
+                return
             try:
-                group_result = group.run(command, **_run_kwargs(timeout, None))
-            except GroupException as exc:  # some node raised: keep everyone's result
-                group_result = exc.result
-            by_connection = {id(conn): value for conn, value in group_result.items()}
-            for ssh in ready:
-                value = by_connection.get(id(ssh.connection))
-                index = self._ssh.index(ssh)
-                if value is None:
-                    out[index] = RawResult(None, b"", b"", "no result from the SSH fan-out")
-                elif isinstance(value, BaseException):
-                    out[index] = self._raw_from_exception(ssh.node, value)
-                else:
-                    out[index] = _raw_from_result(value)
-        return [r for r in out if r is not None]
+                channel = ssh.connection.transport.open_session(timeout=self.connect_timeout)
+                began = time.monotonic()
+                channel.exec_command(commands[index])
+            except Exception as exc:  # noqa: BLE001 - every failure becomes this node's error
+                out[index] = self._raw_from_exception(ssh.node, exc)
+                return
+            started[index] = Started(channel, stdins[index], began)
+
+        self._in_window(start, range(len(self._ssh)))
+        for index, raw in run_channels(started, timeout).items():
+            out[index] = raw
+        return [r if r is not None else RawResult(None, b"", b"", "no result from the SSH fan-out") for r in out]
+
+    def _in_window(self, work, indices) -> None:
+        """``work(i)`` for every index, at most ``window`` at a time (connection set-up and exec
+        requests wait on the node; the window bounds how many wait at once, and the threads)."""
+        todo = list(indices)
+        if len(todo) <= 1:
+            for index in todo:
+                work(index)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.window, len(todo)), thread_name_prefix="cvs-ssh-window") as pool:
+            list(pool.map(work, todo))
+
+    def _follower_start_all(self):
+        """Followers start through the window: each waits for its node to open a channel and
+        accept the exec request (and to connect first, if it was not)."""
+        def start_all(opener, jobs):
+            out: list = [None] * len(jobs)
+
+            def start(k: int) -> None:
+                try:
+                    out[k] = opener(*jobs[k])
+                except Exception as exc:  # noqa: BLE001 - every failure to start is this node's Lost
+                    out[k] = exc
+
+            self._in_window(start, range(len(jobs)))
+            return out
+
+        return start_all
+
+    def _follower_opener(self):
+        """A follower is one exec channel on the node's open connection (opened first if needed)."""
+        def open_follower(index: int, args) -> ChannelStream:
+            ssh = self._ssh[index]
+            error = self._open(ssh)
+            if error is not None:
+                raise FollowerStartError(error)
+            return ChannelStream(ssh.connection.transport, args.command(), self.connect_timeout)
+
+        return open_follower
 
     def _raw_from_exception(self, node: Node, exc: BaseException) -> RawResult:
-        if isinstance(exc, CommandTimedOut):
-            partial = exc.result
-            return RawResult(None, _wire_bytes(partial.stdout), _wire_bytes(partial.stderr),
-                             f"command timed out after {exc.timeout:g}s")
         return RawResult(None, b"", b"", self._describe(node, exc))
 
     def subset(self, indices):
@@ -194,7 +200,7 @@ class SshHosts(Hosts):
         view = SshHosts([s.node for s in picked], username="", key_file=None,
                         known_hosts=self.known_hosts, connect_timeout=self.connect_timeout,
                         keepalive=self.keepalive, retry=self.retry, cluster_file=self.cluster_file,
-                        _shared=picked, _attempts=self.attempts)
+                        window=self.window, _shared=picked, _attempts=self.attempts)
         return view
 
     def close(self) -> None:
@@ -203,47 +209,6 @@ class SshHosts(Hosts):
         for ssh in self._ssh:
             with ssh.lock:
                 _close_quietly(ssh.connection)
-
-
-class _BulkRemote(Remote):
-    """fabric's runner, minus two costs that make large reads quadratic: invoke re-joins the whole
-    captured output on every 1000-byte chunk to feed stream watchers (we use none), and reads in
-    1000-byte chunks. Measured on the testbed: an 8 MiB log read took 3.7 s before, 0.26 s after."""
-
-    read_chunk_size = 64 * 1024
-    _killed_by_timeout = False
-
-    def respond(self, buffer_) -> None:
-        if self.watchers:
-            super().respond(buffer_)
-
-    def kill(self) -> None:
-        """Only invoke's timeout timer calls this. Mark the timeout *before* closing the channel:
-        invoke decides "timed out" by the timer thread having ended, but closing the channel wakes
-        the waiting thread while the timer thread is still inside this call, and under load that
-        thread won the race and reported the closed channel's exit status -1 instead."""
-        self._killed_by_timeout = True
-        super().kill()
-
-    @property
-    def timed_out(self) -> bool:
-        return self._killed_by_timeout or super().timed_out
-
-
-def _run_kwargs(timeout: float, stdin: bytes | None) -> dict:
-    return {
-        "hide": True, "warn": True, "pty": False, "timeout": timeout,
-        "encoding": _WIRE_ENCODING, "echo_stdin": False,
-        "in_stream": _ChunkedStdin(stdin) if stdin is not None else False,
-    }
-
-
-def _wire_bytes(text: str | None) -> bytes:
-    return (text or "").encode(_WIRE_ENCODING, errors="replace")
-
-
-def _raw_from_result(result) -> RawResult:
-    return RawResult(result.exited, _wire_bytes(result.stdout), _wire_bytes(result.stderr))
 
 
 def _close_quietly(connection: Connection) -> None:

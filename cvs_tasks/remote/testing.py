@@ -24,7 +24,9 @@ appended first, then the bytes past the reader's offset are sent; the exit-statu
 ``exit_code`` from poll ``exit_after`` on (default: the poll that delivers the last chunk).
 A chunk may be a callable (called at that poll, e.g. to set a stop flag) returning the text.
 Another ``expect_read`` for the same path takes over when a reader starts again at offset 0
-(a rerun job writes a fresh log).
+(a rerun job writes a fresh log). ``follow`` serves the same scripts: each node's follower looks
+once per poll interval of the script's clock (``clock``/``sleep``: a test may hand in a fake
+one), and each look is one poll.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from __future__ import annotations
 import re
 import shlex
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
+from cvs_tasks.remote.follow import DEFAULT_OPTIONS
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.shellcmd import READ_MARKER, read_command
@@ -102,18 +106,29 @@ class ScriptedLog:
     delivered: int = 0
     paths: set[str] = field(default_factory=set)
 
-    def poll(self, offset: int, max_bytes: int, sidecar: str | None) -> RawResult:
+    drops: tuple[int, ...] = ()
+
+    def grow(self) -> None:
+        """One poll (or one look of a follower): the next chunk is appended."""
         self.polls += 1
-        if self.error is not None:
-            return answer(error=self.error)
-        if self.delivered < len(self.chunks):
+        if self.error is None and self.delivered < len(self.chunks):
             chunk = self.chunks[self.delivered]
             self.delivered += 1
             self.content += _bytes(chunk() if callable(chunk) else chunk)
             self.exists = True
+
+    @property
+    def status(self) -> int | None:
+        """The exit status the job's exit-status file shows now (None: not yet)."""
+        return self.exit_code if self.exit_code is not None and self.polls >= self.exit_after else None
+
+    def poll(self, offset: int, max_bytes: int, sidecar: str | None) -> RawResult:
+        self.grow()
+        if self.error is not None:
+            return answer(error=self.error)
         size = str(len(self.content)) if self.exists else "-"
         side = "-"
-        if sidecar is not None and self.exit_code is not None and self.polls >= self.exit_after:
+        if sidecar is not None and self.status is not None:
             side = f"{self.exit_code}\n".encode().hex()
         data = self.content[offset:offset + max_bytes] if self.exists else b""
         self.sent += len(data)
@@ -123,8 +138,9 @@ class ScriptedLog:
 class _Book:
     """What every view (``subset``) of one ScriptedHosts shares: the script and the calls."""
 
-    def __init__(self, ordered: bool) -> None:
+    def __init__(self, ordered: bool, clock: Callable[[], float], sleep: Callable[[float], object]) -> None:
         self.ordered = ordered
+        self.clock, self.sleep = clock, sleep  # the followers' time (a test may hand in a fake one)
         self.expectations: list[Expectation] = []
         self.logs: list[ScriptedLog] = []
         self.calls: list[Call] = []
@@ -137,9 +153,11 @@ class _Book:
 class ScriptedHosts(Hosts):
     """Nodes that answer from a script; see the module docstring."""
 
-    def __init__(self, nodes: Sequence[str | Node], *, ordered: bool = True, _book: _Book | None = None):
+    def __init__(self, nodes: Sequence[str | Node], *, ordered: bool = True,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
+                 _book: _Book | None = None):
         super().__init__([n if isinstance(n, Node) else Node(n, n, rank=i) for i, n in enumerate(nodes)])
-        self._book = _book or _Book(ordered)
+        self._book = _book or _Book(ordered, clock, sleep)
 
     # -- the script ---------------------------------------------------------------------------
     def expect(self, command: Matcher, *, stdout: str | bytes = "", stderr: str | bytes = "",
@@ -170,16 +188,19 @@ class ScriptedHosts(Hosts):
 
     def expect_read(self, path: Matcher, chunks: Sequence[Chunk] = (), *, exit_code: int | None = None,
                     exit_after: int | None = None, error: str | None = None, complete: bool = True,
-                    on: str | Sequence[str] | None = None) -> list[ScriptedLog]:
-        """A log file read with ``read_from``: chunk i is appended at poll i+1 (see module doc).
+                    drops: Sequence[int] = (), on: str | Sequence[str] | None = None) -> list[ScriptedLog]:
+        """A log file read with ``read_from`` or followed (``follow``): chunk i is appended at poll
+        i+1 (see module doc).
 
-        ``complete`` (default) requires every chunk to be read; ``error`` fails every read."""
+        ``complete`` (default) requires every chunk to be read; ``error`` fails every read and
+        every follower start; a follower dies at each poll number in ``drops`` (after that poll's
+        chunk was appended, before it was sent)."""
         made = []
         with self._book.lock:
             for node in self._targets(on):
                 log = ScriptedLog(node, path, list(chunks), exit_code,
                                   exit_after if exit_after is not None else max(1, len(chunks)),
-                                  error, complete)
+                                  error, complete, drops=tuple(drops))
                 self._book.logs.append(log)
                 made.append(log)
         return made
@@ -247,6 +268,12 @@ class ScriptedHosts(Hosts):
             with self._book.lock:
                 for key in keys:
                     self._book.reads.pop(key, None)
+
+    def follow(self, targets, options=DEFAULT_OPTIONS):
+        """Followers over the scripted logs (``remote/testing_follow.py``), on this script's clock."""
+        from cvs_tasks.remote.testing_follow import ScriptedFollow
+
+        return ScriptedFollow(self, targets, options)
 
     def _exec_many(self, commands, stdins, timeout):
         return [self._answer(Call(node.name, command, stdin))

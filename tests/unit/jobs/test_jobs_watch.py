@@ -29,14 +29,16 @@ class Clock:
 
 @dataclass
 class Node:
-    """What one node's log does: ``script`` is appended one chunk per poll; the exit status
-    shows from poll ``exit_after`` on; an unreachable node fails every read."""
+    """What one node's log does: ``script`` is appended one chunk per poll (one look of the node's
+    follower); the exit status shows from poll ``exit_after`` on; an unreachable node's follower
+    never starts; ``drops``: the follower dies at these polls."""
 
     script: list[str] = field(default_factory=list)
     exit_after: int | None = None
     exit_code: int = 0
     unreachable: bool = False
     complete: bool = True  # every chunk must have been read by the end of the watch
+    drops: tuple[int, ...] = ()
 
 
 class FakeStop(threading.Event):
@@ -55,11 +57,13 @@ def watch(nodes: list[Node], iterations: int = 4, tmp_path=None, **settings):
     """Watch scripted nodes n0, n1, ...; returns the outcome, the events, the clock and each node's log."""
     clock = Clock()
     events: list = []
-    hosts = ScriptedHosts([f"n{i}" for i in range(len(nodes))])
+    stop = FakeStop(clock)
+    hosts = ScriptedHosts([f"n{i}" for i in range(len(nodes))], clock=clock, sleep=stop.wait)
     logs = [hosts.expect_read(f"/logs/out-node{i}/training.log", node.script,
                               exit_code=node.exit_code if node.exit_after is not None else None,
                               exit_after=node.exit_after, complete=node.complete,
-                              error="connection refused" if node.unreachable else None, on=f"n{i}")[0]
+                              error="connection refused" if node.unreachable else None, drops=node.drops,
+                              on=f"n{i}")[0]
             for i, node in enumerate(nodes)]
     targets = [
         WatchTarget(i, f"n{i}", f"/logs/out-node{i}/training.log", f"/s/node{i}.exit",
@@ -75,7 +79,7 @@ def watch(nodes: list[Node], iterations: int = 4, tmp_path=None, **settings):
         listener=events.append,
         stage="training",
         combo="C",
-        stop=FakeStop(clock),
+        stop=stop,
         clock=clock,
     )
     outcome = w.run()
@@ -100,7 +104,9 @@ def test_a_fatal_signature_fails_the_watch_in_the_poll_that_reads_it():
     outcome, _, clock, [log] = watch([node], iterations=10)
     assert outcome.status == "failed"
     assert outcome.error["cls"] == "oom" and outcome.error["host"] == "n0"
-    assert log.polls == 3 and clock.now == 2.0  # third poll; two 1 s waits before it
+    # read at the third look, two 1 s waits before it; then one more look of every node before the
+    # cause is named (another node's log may hold the root cause), without waiting
+    assert log.polls == 4 and clock.now == 2.0
 
 
 def test_the_root_cause_outranks_the_nccl_echo_on_the_peer():
@@ -189,7 +195,8 @@ class Check:
 def watch_checked(nodes: list[Node], check, iterations=4):
     """Watch scripted nodes with a config check; returns the outcome, the dumps checked and each log."""
     clock = Clock()
-    hosts = ScriptedHosts([f"n{i}" for i in range(len(nodes))])
+    stop = FakeStop(clock)
+    hosts = ScriptedHosts([f"n{i}" for i in range(len(nodes))], clock=clock, sleep=stop.wait)
     logs = [hosts.expect_read(f"/l{i}", node.script, exit_code=node.exit_code if node.exit_after is not None else None,
                               exit_after=node.exit_after, complete=node.complete, on=f"n{i}")[0]
             for i, node in enumerate(nodes)]
@@ -203,7 +210,7 @@ def watch_checked(nodes: list[Node], check, iterations=4):
     w = Watcher(hosts, targets, iterations=iterations,
                 settings=WatchSettings(poll_interval_s=1.0, stall_timeout_s=30, startup_timeout_s=60),
                 parser_factory=LogParser, listener=lambda e: None, stage="training", combo="C",
-                stop=FakeStop(clock), clock=clock, config_check=config_check)
+                stop=stop, clock=clock, config_check=config_check)
     outcome = w.run()
     hosts.assert_done()
     return outcome, seen, logs
@@ -240,3 +247,53 @@ def test_every_node_that_prints_a_dump_is_checked():
     nodes = [Node(script=[good]), Node(script=[bad])]
     outcome, seen, _ = watch_checked(nodes, lambda a: Check(a["world_size"] == "16", "world_size 8 != 16"))
     assert outcome.status == "mismatch" and outcome.reason == "node n1: world_size 8 != 16"
+
+
+def test_a_lost_follower_is_restarted_from_the_held_offset_and_the_copy_stays_exact(tmp_path):
+    node = Node(script=[iteration(1, 4), iteration(2, 4), iteration(3, 4), iteration(4, 4)], exit_after=4,
+                drops=(2,))  # the follower dies at its second look, after the log grew
+    outcome, _, _, [log] = watch([node], tmp_path=tmp_path)
+    assert outcome.ok and outcome.reporting.last_step == 4
+    assert outcome.notes == [f"the log follower of node n0 was restarted from byte {len(iteration(1, 4))} after: "
+                             "node n0: following /logs/out-node0/training.log: the follower ended: "
+                             "killed by signal 9"]
+    assert (tmp_path / "node0.log").read_bytes() == log.content  # no byte lost
+    assert log.sent == len(log.content)  # and none sent twice
+
+
+def test_a_follower_that_keeps_dying_makes_the_node_unreachable():
+    node = Node(script=[iteration(1, 10)] * 6, drops=(2, 3, 4, 5), complete=False)
+    outcome, _, _, _ = watch([node], iterations=10)
+    assert outcome.status == "unreachable" and "n0" in outcome.reason and "killed by signal 9" in outcome.reason
+
+
+def test_after_a_node_exits_every_other_node_is_drained_for_the_root_cause():
+    # n1 exits at its first look; the GPU fault n0 wrote before that is only seen by the drain
+    culprit = Node(script=[iteration(1, 10), "Memory access fault by GPU node-9 (Agent handle: 0x55d0) on "
+                                             "address 0x7f2a. Reason: Page not present.\n"], complete=True)
+    peer = Node(script=[iteration(1, 10)], exit_after=1, exit_code=1)
+    outcome, _, clock, _ = watch([culprit, peer], iterations=10)
+    assert outcome.status == "failed" and outcome.error["cls"] == "gpu_fault" and outcome.error["rank"] == 0
+    assert clock.now == 0.0  # no poll interval waited for it
+
+
+def test_before_a_stall_is_declared_every_follower_looks_once_more():
+    nccl = ("[rank0]:[E1130 04:22:55.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600081 milliseconds before timing out.\n")
+    node = Node(script=[iteration(1, 10), iteration(2, 10), "", "", "", "", nccl])
+    outcome, _, clock, [log] = watch([node], iterations=10, stall_timeout_s=4.5)
+    # the stall was due at 5.5 s, before the next scheduled look (6 s): the look it asked for found the cause
+    assert outcome.status == "failed" and outcome.error["cls"] == "nccl", outcome.reason
+    assert clock.now < 6 and log.polls == 8  # 6 scheduled looks, the stall's look, the cause's look
+
+
+def test_a_peers_echo_is_not_taken_for_the_cause_before_every_node_looked_again():
+    # n0's follower sends the NCCL echo at its second look; n1's GPU fault, written first, would only
+    # come with n1's next look: the watcher asks every follower to look before it names the cause
+    peer = Node(script=[iteration(1, 10), "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, "
+                                          "remote process exited or there was a network error\n"])
+    culprit = Node(script=[iteration(1, 10), "", "Memory access fault by GPU node-9 (Agent handle: 0x55d0) on "
+                                                 "address 0x7f2a. Reason: Page not present.\n"])
+    outcome, _, clock, _ = watch([peer, culprit], iterations=10)
+    assert outcome.error["cls"] == "gpu_fault" and outcome.error["rank"] == 1, outcome.reason
+    assert clock.now == 1.0  # found at the second look, without waiting for the third

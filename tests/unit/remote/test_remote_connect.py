@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from fabric.testing.base import MockRemote, Session
+from fabric.testing.base import MockRemote
 
 from cvs_tasks.remote import CompositeHosts, LocalHosts, Node, SshHosts, connect
+from tests.ssh_fakes import FakeChannel, channels
 
 
 @dataclass
@@ -48,7 +49,7 @@ def test_all_ssh_gives_ssh_hosts_with_the_clusters_known_hosts(remote):
 
 
 def test_mixed_cluster_keeps_order_and_ranks(remote):
-    [channel] = remote.expect_sessions(Session(cmd="echo $((1+1))", out=b"ssh\n"))
+    [channel] = channels(remote, FakeChannel(out=b"ssh\n"))
     cluster = Cluster([Host("here", "localhost", local=True), Host("far", "10.0.0.2"),
                        Host("here2", "127.0.0.1", local=True)])
     with connect(cluster) as hosts:
@@ -59,9 +60,21 @@ def test_mixed_cluster_keeps_order_and_ranks(remote):
         view = hosts.subset([2, 0])
         assert view.names == ["here2", "here"]
         assert [r.stdout for r in view.run(["echo x", "echo y"], timeout=10)] == ["x\n", "y\n"]
-    channel.exec_command.assert_called_once_with("echo $((1+1))")
+    assert channel.command == "echo $((1+1))"
 
 
 def test_empty_cluster_is_refused():
     with pytest.raises(ValueError, match="no hosts"):
         connect(Cluster([]))
+
+
+def test_the_cluster_files_fanout_window_reaches_the_ssh_hosts(remote, tmp_path):
+    from cvs_tasks.config.cluster import parse_cluster
+    from cvs_tasks.config.errors import ConfigError
+
+    raw = {"username": "root", "priv_key_file": "/k", "node_dict": {"10.0.0.1": {}}}
+    assert parse_cluster(raw, tmp_path / "c.json").fanout_window == 32
+    cluster = parse_cluster(dict(raw, fanout_window=8), tmp_path / "c.json")
+    assert connect(cluster).window == 8
+    with pytest.raises(ConfigError, match="fanout_window"):
+        parse_cluster(dict(raw, fanout_window=0), tmp_path / "c.json")

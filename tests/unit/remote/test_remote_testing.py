@@ -7,6 +7,7 @@ import re
 import pytest
 
 from cvs_tasks.remote import RetryPolicy
+from cvs_tasks.remote.follow import Delta, Exited, FollowOptions, FollowTarget, Lost
 from cvs_tasks.remote.shellcmd import put_command
 from cvs_tasks.remote.testing import ScriptedHosts, UnexpectedCommand, answer, put_target
 
@@ -108,6 +109,24 @@ def test_a_log_read_cut_in_a_character_and_a_log_never_finished_are_reported():
     assert hosts.unmet() == ["node n0: log `/l/b.log`: read 1 time(s), 1 of 2 chunk(s) never read"]
     with pytest.raises(UnexpectedCommand, match="a read of /l/c.log"):
         hosts.read_from(["/l/c.log"], [0], 8, timeout=5)
+
+
+def test_followers_look_once_per_poll_interval_of_the_scripts_clock():
+    now = [0.0]
+    hosts = ScriptedHosts(["n0", "n1"], clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    [log] = hosts.expect_read("/l/t.log", ["one\n", "two\n"], exit_code=0, drops=(2,), on="n0")
+    hosts.expect_read("/l/t.log", error="connection refused", on="n1")
+    targets = [FollowTarget("/l/t.log", "/l/exit")] * 2
+    with hosts.follow(targets, FollowOptions(poll_s=2.0, frame_bytes=3)) as follow:
+        assert follow.events(1.0) == [Lost(1, "node n1: following /l/t.log: connection refused")]
+        assert follow.events(1.0) == [Delta(0, 0, b"one"), Delta(0, 3, b"\n")] and now[0] == 0.0
+        assert follow.events(1.0) == [] and now[0] == 1.0  # waited its timeout, the next look is at 2
+        [lost] = follow.events(5.0)
+        assert isinstance(lost, Lost) and now[0] == 2.0  # the second look grew the log, then the follower died
+        follow.restart(0, 4)
+        assert follow.events(5.0) == [Delta(0, 4, b"two"), Delta(0, 7, b"\n"), Exited(0, 0, 8)]
+    assert log.sent == 8 and "follow /l/t.log from 4" in hosts.commands("n0")
+    hosts.assert_done()
 
 
 def test_an_unreachable_log_fails_every_read_with_the_node_named():
