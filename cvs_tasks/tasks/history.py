@@ -28,7 +28,7 @@ def show(c, config=None, cluster=None, combo=None, verdict=None, limit=None, jso
          history=None):
     """Recent runs, newest first: verdict, suite, nodes, config, and each combo's verdict."""
     from cvs_tasks.history.commands import show_history
-    from cvs_tasks.history.queries import RunFilter
+    from cvs_tasks.history.store import RunFilter
 
     with user_errors():
         show_history(reports_root(c, reports_dir), history,
