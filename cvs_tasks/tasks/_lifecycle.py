@@ -6,7 +6,7 @@ from typing import Sequence
 
 from invoke.exceptions import Exit
 
-from cvs_tasks.run.request import RunRequest
+from cvs_tasks.run.rundir import RunRequest
 from cvs_tasks.run.stages import TRAINING, Stage
 from cvs_tasks.run.stages import stage as stage_row
 from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
