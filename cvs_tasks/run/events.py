@@ -62,7 +62,11 @@ def ignore(_event: object) -> None:
     """A listener that drops every event (tests, --quiet)."""
 
 
+# -- the stage's own log ---------------------------------------------------------------------------
 class StageLog:
+    """A listener that writes each event as a line of the stage's log, then passes it on; a context
+    manager: the file is open while the stage runs."""
+
     def __init__(self, path: Path, forward: Callable[[object], None], *, root: Path | None = None,
                  redact: Redactor | None = None) -> None:
         self.path = path
