@@ -75,8 +75,7 @@ def run(runs: int = 10_000, nodes: int = 64) -> list[dict]:
     from rich.console import Console
 
     from cvs_tasks.history.commands import show_history
-    from cvs_tasks.history.queries import RunFilter
-    from cvs_tasks.history.trend import report_trends
+    from cvs_tasks.history.store import RunFilter, report_trends
     from cvs_tasks.report import render_all
 
     with tempfile.TemporaryDirectory(prefix="cvs_history_bench_") as tmp:

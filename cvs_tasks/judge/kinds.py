@@ -5,7 +5,7 @@ without one is told), the fields it also reads, the report's expected text, whet
 decides it, the run history does (``baseline``) or nobody does (``info``: recorded, never gated),
 which metric direction calibration writes it for, and what a zero bound would always do (the
 placeholder refusal). The config schema (``config.thresholds.ThresholdSpec``), the judge
-(``judge.thresholds``), the baseline gate (``history.gate``) and calibration
+(``judge.thresholds``), the baseline gate (``history.baseline``) and calibration
 (``history.calibrate``) read this table; adding a kind is one row and its function.
 
 A unit is not part of a kind: a spec may state the unit of its bound (``unit``), which must be the
@@ -75,7 +75,7 @@ class Kind:
     judge: Callable[[Bound], str | None] | None = None
     expected: str = "{kind}"  # the report's Expected text (str.format: value, tolerance_pct, reference, unit, kind)
     check: Callable[[Any], list[str]] | None = None  # rules beyond ``needs``, on the whole spec
-    history: bool = False  # judged against past runs by ``history.gate``, not here
+    history: bool = False  # judged against past runs by ``history.baseline``, not here
     calibrates: str | None = None  # calibration writes this kind for metrics whose better is this direction
     zero: str | None = None  # "pass" / "fail": what a bound of 0 would always do (a placeholder, refused)
 

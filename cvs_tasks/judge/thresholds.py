@@ -44,7 +44,7 @@ def check(name: str, actual: float, spec: Any, actuals: Mapping[str, Any]) -> st
         here = [n for n in kinds.names() if not kinds.judged_by_history(n)]
         return f"{name}: unknown threshold kind {written!r} (use one of {', '.join(here)})"
     if kind.history:
-        return f"{name}: kind {written!r} is judged against the run history (history.gate), not here"
+        return f"{name}: kind {written!r} is judged against the run history (history.baseline), not here"
     if kind.judge is None:
         return None
     limit, bad = as_number(getattr(spec, "value", None))

@@ -152,7 +152,7 @@ def finish_run(session: Session, *, interrupted: bool = False) -> None:
         from cvs_tasks.history import record_run_safely
 
         record_run_safely(session.run, session.history_path, lambda text: session.say(text, "warning"))
-    from cvs_tasks.history.trend import report_trends
+    from cvs_tasks.history.store import report_trends
     from cvs_tasks.report import render_all
 
     render_all(session.run, report_trends(session.history_path, warn=lambda text: session.say(text, "warning")))

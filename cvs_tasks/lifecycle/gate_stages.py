@@ -68,7 +68,7 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
 
 def judged_rows(session: Session, combo: str, actuals: dict, cell) -> list:
     """Fixed thresholds by ``judge.thresholds.evaluate``, ``baseline`` ones against the run history."""
-    from cvs_tasks.history.gate import baseline_rows, merge_rows, split_cell
+    from cvs_tasks.history.baseline import baseline_rows, merge_rows, split_cell
 
     fixed, baseline = split_cell(cell)
     rows = evaluate(actuals, fixed, session.config.enforce_thresholds)
@@ -80,8 +80,8 @@ def judged_rows(session: Session, combo: str, actuals: dict, cell) -> list:
 
 
 def history_context(session: Session):
+    from cvs_tasks.history.baseline import GateContext
     from cvs_tasks.history.entry import cluster_key, config_hash
-    from cvs_tasks.history.gate import GateContext
 
     manifest = session.run.manifest()
     return GateContext(session.history_path, config_hash(manifest.get("effective_config")),

@@ -26,11 +26,9 @@ from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.lifecycle.nodes import NodeSource, StaticNodes, node_source
 from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan, ready_or_refused
 from cvs_tasks.run import RunDir
-from cvs_tasks.run.dryrun import DryRunDir
 from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
-from cvs_tasks.run.request import RunRequest
-from cvs_tasks.run.rundir import check_run_flag
+from cvs_tasks.run.rundir import DryRunDir, RunRequest, check_run_flag
 
 SHIPPED_CLUSTER = Path("cluster") / "cluster.json"  # the repo's cluster file, edited in place
 

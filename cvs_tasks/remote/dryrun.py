@@ -1,6 +1,6 @@
 """Hosts that print every command instead of running it (``--dry-run``).
 
-With ``run.dryrun.DryRunDir`` (a run directory that keeps its records in memory) this is the whole
+With ``run.rundir.DryRunDir`` (a run directory that keeps its records in memory) this is the whole
 dry run: the stages run the code of a run and these hosts print what each node would be asked.
 Every call answers success, so a stage walks its whole command sequence and the user sees
 exactly what would run on each node, in order. Probes answer as if all were well: the

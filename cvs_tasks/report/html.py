@@ -26,9 +26,7 @@ from cvs_tasks.report.formatting import (
     plural,
     short_metric,
 )
-from cvs_tasks.report.health import health_rows
-from cvs_tasks.report.nodes import nodes_view
-from cvs_tasks.report.sparkline import sparkline
+from cvs_tasks.report.nodes import health_rows, nodes_view
 from cvs_tasks.run.records import StepRow
 from cvs_tasks.run.sandbox import href
 from cvs_tasks.run.stages import CHECKPOINT, LOSS_CURVE, METRIC, TRAINING
@@ -196,7 +194,8 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
             for label, t in (("training", training), ("metric", metric), ("loss curve", loss))
         ],
         "training_facts": training_facts(details, results),
-        "metrics": [{**metric_view(m), "trend": sparkline((trends or {}).get(m.get("name")) or [], m.get("unit") or "")}
+        "metrics": [{**metric_view(m),
+                     "trend": svg.sparkline((trends or {}).get(m.get("name")) or [], m.get("unit") or "")}
                     for m in (metric or {}).get("metrics", [])],
         "has_trend": bool(trends),
         "metric_reason": (metric or {}).get("reason", "") if metric and not metric.get("metrics") else "",

@@ -3,7 +3,7 @@
 Reads only the run directory (manifest, stage records, which log files exist), so any run — a
 finished one, a crashed one, one still going — can be re-rendered at any time. Every file is
 replaced atomically, so a browser or CI job never reads half a report. The trend sparklines come
-from the caller (``trends``, e.g. ``cvs_tasks.history.trend.report_trends``): the report layer
+from the caller (``trends``, e.g. ``cvs_tasks.history.store.report_trends``): the report layer
 reads no history itself, so the history, which records what a report concluded, sits above it.
 """
 

@@ -1,7 +1,9 @@
-"""Points in, SVG markup out: the report's charts, with no plotting library and no JavaScript.
+"""Points in, SVG markup out: the report's charts and its trend sparklines, with no plotting library
+and no JavaScript.
 
 Inline SVG keeps report.html one self-contained file that opens on an air-gapped head node.
-Everything here is pure; text is escaped here because the caller marks the markup safe.
+Everything here is pure; text is escaped here: a chart is text the caller marks safe, a sparkline
+comes marked (``Markup``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ import math
 from dataclasses import dataclass
 from html import escape
 from typing import Literal, Sequence
+
+from markupsafe import Markup
+from markupsafe import escape as markup_escape
 
 Point = tuple[float, float]
 Style = Literal["line", "dots", "dashed"]
@@ -220,3 +225,47 @@ def _legend(frame: Frame, drawn: Sequence[Series]) -> list[str]:
                        f'stroke-width="2"{dash}/>')
         x -= 14
     return out
+
+
+# -- trend sparklines ------------------------------------------------------------------------------
+# One metric over the last runs, FAIL runs marked, the newest ringed: a line in the metric table,
+# not a chart (no axes, no legend).
+SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 120, 26, 3
+SPARK_LINE = "#546e7a"
+SPARK_FAIL = "#c62828"
+SPARK_LAST = "#1565c0"
+
+
+def sparkline(points: Sequence[tuple[str, float, str]], unit: str = "") -> Markup:
+    """``points``: (run id, value, run verdict), oldest first. Empty markup for fewer than one point."""
+    values = [float(v) for _, v, _ in points]
+    if not values:
+        return Markup("")
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or abs(hi) or 1.0
+    n = len(values)
+
+    def x(i: int) -> float:
+        return SPARK_PAD + (SPARK_WIDTH - 2 * SPARK_PAD) * (i / (n - 1) if n > 1 else 0.5)
+
+    def y(v: float) -> float:
+        return SPARK_HEIGHT - SPARK_PAD - (SPARK_HEIGHT - 2 * SPARK_PAD) * ((v - lo) / span if hi != lo else 0.5)
+
+    coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    parts = [f'<svg class="spark" xmlns="http://www.w3.org/2000/svg" width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" '
+             f'viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" role="img">',
+             f"<title>{markup_escape(_spark_title(points, unit))}</title>",
+             f'<polyline fill="none" stroke="{SPARK_LINE}" stroke-width="1.2" points="{coords}"/>']
+    for i, (_, v, verdict) in enumerate(points):
+        if verdict == "FAIL":
+            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(float(v)):.1f}" r="2" fill="{SPARK_FAIL}"/>')
+    parts.append(f'<circle cx="{x(n - 1):.1f}" cy="{y(values[-1]):.1f}" r="2.6" fill="none" stroke="{SPARK_LAST}" '
+                 'stroke-width="1.2"/>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _spark_title(points: Sequence[tuple[str, float, str]], unit: str) -> str:
+    vals = ", ".join(f"{v:.4g}" for _, v, _ in points)
+    return f"last {len(points)} runs ({unit}): {vals}; newest {points[-1][0]}" if unit else \
+        f"last {len(points)} runs: {vals}; newest {points[-1][0]}"

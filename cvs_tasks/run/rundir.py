@@ -1,33 +1,40 @@
-"""The run directory ``reports/<run-id>/``: the unit of state of every lifecycle command.
+"""The run directory ``reports/<run-id>/``: the unit of state of every lifecycle command; which one a
+command acts on; and the dry run's, which keeps what it would write in memory.
 
 Layout (README.md#the-report): ``run.json`` manifest, ``stages/<stage>.json`` and
 ``stages/<stage>[<combo-dir>].json`` records, ``logs/`` pulled-back node logs and stage logs,
 rendered ``report.html``, ``metrics.html``, ``junit.xml``, ``results.json``. Every JSON file is
 written atomically (temp file + rename), the moment its stage ends.
+
+``RunRequest`` (the run a command names) and ``DryRunDir`` (a run directory that records in memory
+and writes nothing, for ``--dry-run``) are here, next to the run directory they pick and extend.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import secrets
 import tempfile
 import time
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from cvs_tasks.errors import BadInput, InfraError
 from cvs_tasks.identifiers import control_characters, identifier_problem
 from cvs_tasks.inputs import InputRefused, load_json
-from cvs_tasks.run.manifest import check_manifest
-from cvs_tasks.run.records import StageRecord, combo_dir
+from cvs_tasks.run.events import StageLog
+from cvs_tasks.run.records import StageRecord, check_manifest, combo_dir
 from cvs_tasks.run.redact import Redactor
 from cvs_tasks.run.sandbox import inside, make_dirs
-from cvs_tasks.run.stagelog import StageLog
 from cvs_tasks.run.stages import stage_ids
 
 MANIFEST = "run.json"
 LATEST = "latest"
+DEFAULT_REPORTS = "reports"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -264,3 +271,95 @@ class RunDir:
 
     def relative(self, path: Path) -> str:
         return str(Path(path).resolve().relative_to(self.path.resolve()))
+
+
+# -- which run a command acts on -------------------------------------------------------------------
+@dataclass
+class RunRequest:
+    """What the user asked for on the command line: the run a lifecycle command acts on.
+
+    It lives in the run layer, below the lifecycle, so a task can build one (and have ``--run``
+    refused) without importing the lifecycle code. All optional; a hostile ``run`` is refused here,
+    at construction (BadInput, exit 2)."""
+
+    config: str | None = None
+    cluster: str | None = None
+    run: str | None = None
+    suite: str | None = None
+    reports_dir: str | None = None
+    new: bool = False  # `invoke all` without --run starts a new run
+    check_config: bool = True  # teardown skips it: releasing nodes must work after an edit
+    dry_run: bool = False
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        check_run_flag(self.run)
+
+    @property
+    def reports_root(self) -> Path:
+        if self.run and os.sep in self.run:
+            return Path(self.run).expanduser().resolve().parent
+        return Path(self.reports_dir or os.environ.get("CVS_REPORTS_DIR") or DEFAULT_REPORTS)
+
+
+# -- a dry run's run directory ---------------------------------------------------------------------
+class DryRunDir(RunDir):
+    """The run directory of a dry run: it records what a run would write, in memory, and writes nothing.
+
+    Together with ``remote.dryrun.DryRunHosts`` (a transport that prints each command instead of
+    running it) this is the whole of ``--dry-run``: the stages run the same code as in a run, against
+    a transport and a run directory that record instead of act.
+
+    Reads see what this dry run recorded first, then the disk: stages chain, judge and skip as in a
+    run (a smoke that would fail skips the training after it; a job gets the HF token file the launch
+    would place), and a dry run pointed at a real run (``--run``) sees that run's records without
+    touching them. ``records()`` is the run as it would stand afterwards, so the dry run exits with
+    the status the stages would have."""
+
+    durable = False
+
+    def __init__(self, path: Path, redact: Redactor | None = None) -> None:
+        super().__init__(path, redact)
+        self.recorded: dict[tuple[str, str | None], StageRecord] = {}
+        self._manifest: dict[str, Any] | None = None
+
+    def child(self, path: Path) -> DryRunDir:
+        return DryRunDir(path, self.redact)
+
+    # -- kept in memory -------------------------------------------------------------------------
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self._manifest = copy.deepcopy(manifest)
+
+    def manifest(self) -> dict[str, Any]:
+        return copy.deepcopy(self._manifest) if self._manifest is not None else super().manifest()
+
+    def write_record(self, record: StageRecord) -> Path:
+        self.recorded[(record.stage, record.combo)] = copy.deepcopy(record)
+        return self.record_path(record.stage, record.combo)
+
+    def read_record(self, stage: str, combo: str | None = None) -> StageRecord | None:
+        kept = self.recorded.get((stage, combo))
+        return copy.deepcopy(kept) if kept is not None else super().read_record(stage, combo)
+
+    def records(self) -> list[StageRecord]:
+        merged = {(r.stage, r.combo): r for r in super().records()}
+        merged.update((key, copy.deepcopy(r)) for key, r in self.recorded.items())
+        return self._ordered(list(merged.values()))
+
+    def remove_record(self, stage: str, combo: str | None = None) -> None:
+        self.recorded.pop((stage, combo), None)
+
+    # -- nothing on disk ------------------------------------------------------------------------
+    def write_json(self, path: Path, data: Any) -> None:
+        """Nothing is written (rendered pages and JSON files are a run's, not a dry run's)."""
+
+    def write_text(self, path: Path, text: str) -> None:
+        """Nothing is written."""
+
+    def prepare_file(self, path: Path) -> Path:
+        """The path a run would write (no folder is made)."""
+        return path
+
+    def stage_log(self, stage: str, combo: str | None, forward: Callable[[object], None]):
+        """No log file: the events go on to the console as they are."""
+        return nullcontext(forward)

@@ -8,7 +8,7 @@ it runs once per sweep combo, whether its failure skips every later stage, which
 run first, for a stage that only judges records which stage's records it reads, what it does to
 the container, whether its jobs leave per-node logs, and what the report tells the user to do when
 it fails. From this table come ``run_all``'s order, the skip rules, the generated Invoke tasks with
-their ``pre=`` lists (``cvs_tasks.tasks.stages``) and the rows a report expects.
+their ``pre=`` lists (``cvs_tasks.tasks.lifecycle``) and the rows a report expects.
 
 Every row is also a module constant (``TRAINING``, ``LAUNCH_CONTAINER``, ...): code names a stage
 as ``TRAINING.id``, never by writing its id (``tests/unit/lifecycle/test_stage_ids_declared.py``).

@@ -9,32 +9,19 @@ from invoke import Collection
 
 
 def namespace() -> Collection:
-    from cvs_tasks.tasks import (
-        bench,
-        cleanup,
-        cluster,
-        compare,
-        config,
-        diagnose,
-        history,
-        lifecycle,
-        logs,
-        report,
-        testbed,
-        thresholds,
-    )
+    from cvs_tasks.tasks import bench, cleanup, cluster, config, history, lifecycle, logs, report, testbed
     from cvs_tasks.tasks._common import INVOKE_DEFAULTS
-    from cvs_tasks.tasks.stages import stage_collections
 
     ns = Collection()
     ns.configure(INVOKE_DEFAULTS)  # `cvs:` keys invoke.yaml / INVOKE_CVS_* may set
     ns.add_task(lifecycle.all_)
     ns.add_task(lifecycle.demo)
     ns.add_task(bench.bench)
-    ns.add_task(compare.compare)
-    ns.add_task(diagnose.diagnose)
-    for collection in stage_collections():  # container, tokenizer, smoke, ... teardown
+    ns.add_task(history.compare)
+    ns.add_task(lifecycle.diagnose)
+    for collection in lifecycle.stage_collections():  # container, tokenizer, smoke, ... teardown
         ns.add_collection(collection)
-    for module in (report, config, cluster, cleanup, logs, history, thresholds, testbed):
-        ns.add_collection(module.ns)
+    for collection in (report.ns, config.ns, cluster.ns, cleanup.ns, logs.ns, history.ns, history.thresholds_ns,
+                       testbed.ns):
+        ns.add_collection(collection)
     return ns

@@ -1,10 +1,14 @@
-"""`invoke history` (recent runs), `invoke history.rebuild` (re-import run directories)."""
+"""The history's commands: `invoke history` (recent runs), `invoke history.rebuild` (re-import run
+directories), `invoke compare RUN_A RUN_B` (two runs side by side) and `invoke thresholds.calibrate`
+(a threshold file from the last passing runs). Each is flags and one call into ``history.commands``.
+"""
 
 from __future__ import annotations
 
 from invoke import Collection, task
 
-from cvs_tasks.tasks._common import REPORTS_DIR_HELP, number_flag, reports_root, user_errors
+from cvs_tasks.errors import BadInput
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, number_flag, reports_root, user_errors
 from cvs_tasks.terminal import echo
 
 COMMON = {
@@ -13,6 +17,7 @@ COMMON = {
 }
 
 MAX_LIMIT = 100_000
+MAX_RUNS = 1000
 
 
 @task(default=True, auto_shortflags=False, help={
@@ -28,7 +33,7 @@ def show(c, config=None, cluster=None, combo=None, verdict=None, limit=None, jso
          history=None):
     """Recent runs, newest first: verdict, suite, nodes, config, and each combo's verdict."""
     from cvs_tasks.history.commands import show_history
-    from cvs_tasks.history.queries import RunFilter
+    from cvs_tasks.history.store import RunFilter
 
     with user_errors():
         show_history(reports_root(c, reports_dir), history,
@@ -49,4 +54,53 @@ def rebuild(c, reports_dir=None, history=None):
         echo(f"{count} run(s) recorded in {path}")
 
 
+@task(positional=["run_a", "run_b"], auto_shortflags=False,
+      help={**COMMON, "run_a": "The earlier run (id, unique id prefix, or run directory)",
+            "run_b": "The later run", "json": "Print JSON instead of tables"})
+def compare(c, run_a=None, run_b=None, json=False, reports_dir=None, history=None):
+    """Per combo and metric: both values, delta and %, both verdicts; per node: fingerprint differences."""
+    from cvs_tasks.history.commands import show_compare
+
+    with user_errors():
+        if not run_a or not run_b:
+            raise BadInput("compare needs two runs: invoke compare RUN_A RUN_B (see `invoke history`)")
+        show_compare(reports_root(c, reports_dir), history, run_a, run_b, as_json=bool(json))
+
+
+@task(auto_shortflags=False, help={
+    **COMMON,
+    "config": "Suite config whose passing runs to use",
+    "cluster": "Cluster file those runs ran on",
+    "output": "Threshold file to write (an existing file is kept unless --force)",
+    "force": "Overwrite an existing --output file",
+    "runs": f"Use the last N passing runs (default 5, at most {MAX_RUNS})",
+    "min_runs": "Refuse with fewer passing runs than this (default 3)",
+    "margin_pct": "Least margin from the median, in % (default 5, 0 to 100; wider when the runs scatter more)",
+})
+def calibrate(c, config=None, cluster=None, output=None, runs=None, min_runs=None, margin_pct=None, force=False,
+              reports_dir=None, history=None):
+    """Derive a threshold file per cell from the last N passing runs (robust margin; runs used recorded)."""
+    from cvs_tasks.history.commands import calibrate_thresholds
+
+    with user_errors():
+        config, cluster = configured(c, "config", config), configured(c, "cluster", cluster)
+        if not config or not cluster or not output:
+            raise BadInput("thresholds.calibrate needs --config, --cluster and --output")
+        path, data = calibrate_thresholds(reports_root(c, reports_dir), history, config=config, cluster=cluster,
+                                          output=output, force=bool(force),
+                                          runs=number_flag("runs", runs, 5, 1, MAX_RUNS, whole=True),
+                                          margin_pct=number_flag("margin-pct", margin_pct, 5.0, 0, 100, unit=" %"),
+                                          min_runs=number_flag("min-runs", min_runs, 3, 1, MAX_RUNS, whole=True))
+        cal = data["_calibration"]
+        cells = [k for k in data if not k.startswith("_")]
+        print(f"{path}: {len(cells)} cell(s) from {len(cal['runs'])} passing run(s): {', '.join(cal['runs'])}")
+        for cell in cells:
+            for metric, spec in data[cell].items():
+                used = cal["per_cell"][cell][metric]
+                print(f"  {cell} {metric}: {spec['kind']} {spec['value']} "
+                      f"(median {used['median']}, margin {used['margin']})")
+        print(f"statistic: {cal['statistic']}")
+
+
 ns = Collection("history", show, rebuild)
+thresholds_ns = Collection("thresholds", calibrate)

@@ -23,7 +23,7 @@ from cvs_tasks.terminal import echo
 )
 def render(c, run=None, reports_dir=None, history=None):
     """Write results.json, report.html, metrics.html and junit.xml; exit 1 if the verdict is FAIL."""
-    from cvs_tasks.history.trend import report_trends
+    from cvs_tasks.history.store import report_trends
     from cvs_tasks.report import print_summary, render_all
     from cvs_tasks.run.rundir import RunDir
 

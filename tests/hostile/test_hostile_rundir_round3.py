@@ -20,11 +20,10 @@ from hypothesis import strategies as st
 from cvs_tasks.errors import BadInput
 from cvs_tasks.report.html import render_report
 from cvs_tasks.report.render import render_all
-from cvs_tasks.run.events import Message
+from cvs_tasks.run.events import Message, StageLog
 from cvs_tasks.run.records import StageRecord
 from cvs_tasks.run.rundir import RunDir
 from cvs_tasks.run.sandbox import href, open_for_write, relative_problem
-from cvs_tasks.run.stagelog import StageLog
 from tests.hostile.hostile_helpers import LOCAL_CLUSTER, REPO, assert_refused
 
 FIXTURES = REPO / "tests" / "fixtures" / "rundir"

@@ -169,7 +169,7 @@ def test_invoke_compare_prints_a_hostile_kernel_version_as_text(sandbox):
 
 
 def test_the_history_table_prints_node_text_as_text():
-    from cvs_tasks.history.tables import runs_table
+    from cvs_tasks.history.commands import runs_table
 
     out = StringIO()
     rows = [{"run_id": "run-1", "started": 1.0e9, "verdict": "FAIL", "suite": "single", "backend": HOSTILE,

@@ -2,7 +2,7 @@
 
 from cvs_tasks.health import HealthCheck
 from cvs_tasks.lifecycle.health import apply_health
-from cvs_tasks.report.health import health_rows
+from cvs_tasks.report.nodes import health_rows
 from cvs_tasks.run import StageRecord
 
 GROWTH = HealthCheck("rdma_error_counters", "FAIL", "1 RDMA error counter(s) grew during the job: node n2: ...",

@@ -10,8 +10,7 @@ import pytest
 from cvs_tasks.errors import InfraError
 from cvs_tasks.history import entry_from_run, record_run, record_run_safely
 from cvs_tasks.history.commands import calibrate_thresholds, resolve_entries, show_history
-from cvs_tasks.history.queries import RunFilter
-from cvs_tasks.history.trend import report_trends
+from cvs_tasks.history.store import RunFilter, report_trends
 from cvs_tasks.report import render_all
 from tests.unit.history.damage import DAMAGE, damage, healthy_bytes, root_ignores_permissions
 from tests.unit.history.runs import make_run

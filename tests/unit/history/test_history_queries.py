@@ -10,7 +10,7 @@ import pytest
 
 from cvs_tasks.history import entry_from_run, open_db, record_run
 from cvs_tasks.history.compare import compare
-from cvs_tasks.history.queries import RunFilter, find_run_id, load_entry, metric_series, recent_runs
+from cvs_tasks.history.store import RunFilter, find_run_id, load_entry, metric_series, recent_runs
 from tests.unit.history.runs import COMBO, make_run
 
 OTHER_HOSTS = ["10.0.0.1", "10.0.0.2"]

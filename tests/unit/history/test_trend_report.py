@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from cvs_tasks.history import entry_from_run, record_run
-from cvs_tasks.history.trend import report_trends
+from cvs_tasks.history.store import report_trends
 from cvs_tasks.report import render_all
-from cvs_tasks.report.sparkline import sparkline
+from cvs_tasks.report.svg import sparkline
 from tests.unit.history.runs import make_run
 
 

@@ -2,7 +2,7 @@
 
 from invoke import Call, Collection, Config, task
 
-from cvs_tasks.tasks.executor import ForwardingExecutor
+from cvs_tasks.tasks.lifecycle import ForwardingExecutor
 
 
 @task

@@ -20,7 +20,7 @@ from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.remote.connect import nodes_of
 from cvs_tasks.remote.testing import ScriptedHosts
-from cvs_tasks.tasks._lifecycle import needs_work
+from cvs_tasks.tasks.lifecycle import needs_work
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "configs" / "testbed" / "demo_host.json"
@@ -266,7 +266,7 @@ def test_launch_after_teardown_relaunches_and_a_relaunched_container_is_torn_dow
 def test_judging_a_finished_run_launches_nothing(run, monkeypatch, capsys):
     """`invoke metric` / `invoke loss` after `invoke all`: the pre-tasks see nothing to train."""
     from cvs_tasks.tasks import namespace
-    from cvs_tasks.tasks.executor import ForwardingExecutor
+    from cvs_tasks.tasks.lifecycle import ForwardingExecutor
 
     session, hosts = run
     expect_launch(hosts, session)

@@ -24,7 +24,7 @@ DECLARATION = PACKAGE / "run" / "stages.py"
 # (file, word) -> how many times the word appears there meaning something else than a stage
 ELSEWHERE: dict[tuple[str, str], tuple[int, str]] = {
     ("cvs_tasks/config/thresholds.py", "training"): (1, "the first part of a metric name read as a TOML table"),
-    ("cvs_tasks/history/tables.py", "metric"): (1, "a column header of `invoke compare`"),
+    ("cvs_tasks/history/commands.py", "metric"): (1, "a column header of `invoke compare`"),
     ("cvs_tasks/report/html.py", "metric"): (2, "the word in 'N metrics' and a row label of the combo card"),
     ("cvs_tasks/report/html.py", "training"): (1, "a row label of the combo card"),
     ("cvs_tasks/metrics/checkpoint.py", "checkpoint"): (1, "a word searched for in log lines"),

@@ -85,7 +85,7 @@ def test_a_new_stage_is_one_row_and_one_body(with_hello):
 
 
 def test_a_stage_needing_a_later_one_is_refused(monkeypatch):
-    from cvs_tasks.tasks.stages import stage_collections
+    from cvs_tasks.tasks.lifecycle import stage_collections
 
     broken = dataclasses.replace(stages.TABLE[0], needs=("teardown",))
     monkeypatch.setattr(stages, "TABLE", (broken, *stages.TABLE[1:]))
@@ -96,7 +96,7 @@ def test_a_stage_needing_a_later_one_is_refused(monkeypatch):
 def test_generated_stage_tasks_are_distinct_for_invokes_deduplication():
     """Invoke merges equal calls (same name and body code): `metric.check` and `loss.check`,
     or the four `*.run` tasks, must never compare equal."""
-    from cvs_tasks.tasks.stages import stage_collections
+    from cvs_tasks.tasks.lifecycle import stage_collections
 
     made = [c.tasks[c.default] for c in stage_collections()]
     for i, first in enumerate(made):

@@ -17,7 +17,7 @@ from invoke import Config, Context
 from cvs_tasks.lifecycle.session import RunRequest, open_session
 from cvs_tasks.run.events import Message
 from cvs_tasks.tasks._common import configured
-from cvs_tasks.tasks._lifecycle import request
+from cvs_tasks.tasks.lifecycle import request
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO_CONFIG = ROOT / "configs" / "testbed" / "demo_host.json"

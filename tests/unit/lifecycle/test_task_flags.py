@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.tasks import history, logs, testbed, thresholds
+from cvs_tasks.tasks import history, logs, testbed
 from cvs_tasks.tasks._common import number_flag, seconds_flag
 
 
@@ -51,7 +51,7 @@ def test_a_float_flag_takes_decimals_and_the_open_bound_excludes_its_end():
 
 
 @pytest.mark.parametrize("fn, flags", [
-    (history.show, ("limit",)), (thresholds.calibrate, ("runs", "min_runs", "margin_pct")),
+    (history.show, ("limit",)), (history.calibrate, ("runs", "min_runs", "margin_pct")),
     (testbed.up, ("nodes", "docker_nodes")), (logs.parse, ("seq_length", "world_size")),
 ])
 def test_numeric_flags_default_to_none_so_invoke_hands_them_over_as_text(fn, flags):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cvs_tasks.run import RunDir, StageRecord
-from cvs_tasks.run.dryrun import DryRunDir
 from cvs_tasks.run.events import Message
+from cvs_tasks.run.rundir import DryRunDir
 
 
 def _files(root: Path) -> dict[str, bytes]:
