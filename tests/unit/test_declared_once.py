@@ -168,7 +168,7 @@ def f(x):
 
 def test_a_comparison_outside_its_declaration_is_named_with_file_and_line():
     branch = 'def stray(job):\n    """One backend."""\n    return job.backend == "primus"\n'
-    assert misplaced([("cvs_tasks/jobs/launch.py", branch)]) == ["cvs_tasks/jobs/launch.py:3: 'primus'"]
+    assert misplaced([("cvs_tasks/jobs/spec.py", branch)]) == ["cvs_tasks/jobs/spec.py:3: 'primus'"]
     assert misplaced([("cvs_tasks/jobs/primus.py", branch)]) == []  # its own declaration
     assert misplaced([("cvs_tasks/metrics/summary.py", branch)]) == []  # the log dialect of that name
     pids = 'kill = runtime not in ("host", "pyxis")\n'
