@@ -23,7 +23,7 @@ from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
 from cvs_tasks.run.records import StepRow
 from cvs_tasks.run.stages import CHECKPOINT, SMOKE, TRAINING
-from cvs_tasks.verify.record import effective_record
+from cvs_tasks.verify.compare import effective_record
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:

@@ -22,8 +22,7 @@ from cvs_tasks.metrics import LogParser, flops
 from cvs_tasks.report.render import render_all
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.rundir import RunDir
-from cvs_tasks.verify.causes import VARIABLE
-from cvs_tasks.verify.compare import asked_from_job, check_effective
+from cvs_tasks.verify.compare import VARIABLE, asked_from_job, check_effective
 from cvs_tasks.verify.effective import EffectiveConfig
 from tests.filled_templates import filled
 
