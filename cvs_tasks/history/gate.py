@@ -1,6 +1,6 @@
 """A threshold cell judged with the history: the ``baseline`` rows next to the plain ones.
 
-``evaluate`` (judge.thresholds) judges every fixed spec; this module takes the ``baseline`` specs out
+``evaluate`` (judge.kinds) judges every fixed spec; this module takes the ``baseline`` specs out
 of the cell first, judges them against the last PASS runs of the same config on the same cluster
 and puts their rows in place of the "no threshold defined" rows ``evaluate`` would have written.
 """

@@ -59,7 +59,7 @@ def _fmt(value) -> str:
 })
 def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None, json=False):
     """Print the run metrics of a training log; exit status 1 when it holds a fatal signature."""
-    from cvs_tasks.judge.thresholds import unit_for
+    from cvs_tasks.judge.kinds import unit_for
     from cvs_tasks.metrics import parse_file
     from cvs_tasks.verify import effective_from_arguments
     from cvs_tasks.verify.compare import describe
