@@ -28,8 +28,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from cvs_tasks.metrics.aggregate import warmup_cutoff
 from cvs_tasks.metrics.iteration import Iteration
+from cvs_tasks.metrics.runstats import warmup_cutoff
 from cvs_tasks.run.records import MetricRow
 
 
