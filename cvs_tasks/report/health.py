@@ -1,6 +1,6 @@
 """The report's health table of a combo: one row per finding of each check, or one per check.
 
-Read from the training record's ``health`` data (see `cvs_tasks.health.verdict`); a check with
+Read from the training record's ``health`` data (see `cvs_tasks.health`); a check with
 no finding shows as one row with its status and summary.
 """
 
