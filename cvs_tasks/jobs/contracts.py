@@ -31,6 +31,7 @@ from cvs_tasks.jobs.shell import q
 if TYPE_CHECKING:
     from cvs_tasks.config import Suite
 
+
 def contract_problems(suite: Suite, *, distributed: bool) -> list[Problem]:
     """What the suite's backend refuses at load (``Backend.contract_problems``)."""
     return backends.get(suite.backend).contract_problems(suite, distributed=distributed)

@@ -191,7 +191,6 @@ def build_megatron_launch(job: JobSpec) -> LaunchPlan:
 # that passes `--exit-interval N` never trains past step N: both are refused at load (exit 2).
 # What differs between images (which env names the script reads, how many RDMA links a node has)
 # is asked of the image and the nodes before the run (``jobs.contracts``, the launcher probe).
-
 def family_contract_problems(suite: Suite, *, distributed: bool) -> list[Problem]:
     """Every combo (and the smoke cell) the Megatron-LM family script cannot run as configured."""
     problems: list[Problem] = []
@@ -273,7 +272,7 @@ def _precision_need(family: Family, script: str, where: str, precision: str) -> 
         f"{family.script.rsplit('/', 1)[-1]} reads {name}, or drop {key} from the sweep"))
 
 
-
+# --- the backend ----------------------------------------------------------------------------------
 class Megatron(Backend):
     name = "megatron"
     label = "Megatron-LM"

@@ -296,6 +296,7 @@ def build_primus_launch(job: JobSpec, primus_yaml: str | None = None) -> LaunchP
                       prepare=layout.prepare_commands(job), nodes=nodes, warnings=warnings)
 
 
+# --- the backend ----------------------------------------------------------------------------------
 EXPERIMENT = "cvs_tasks.lifecycle.jobrun:primus_experiment"
 """The YAML lookup: one round trip to node 0 through the run's session (I/O, so in the lifecycle),
 named here so this module stays below it."""
