@@ -117,7 +117,7 @@ def test_no_backend_or_runtime_name_is_compared_outside_its_declaration():
     assert len(files) > 100
     problems = misplaced([(_relative(str(f)), f.read_text(encoding="utf-8")) for f in files])
     assert not problems, ("compare the backend's or runtime's property, not its name "
-                          "(cvs_tasks/backends, cvs_tasks/runtimes.py):\n" + "\n".join(problems))
+                          "(cvs_tasks/backends.py, cvs_tasks/runtimes.py):\n" + "\n".join(problems))
 
 
 def test_every_declared_name_has_one_home():
