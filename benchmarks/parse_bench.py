@@ -7,7 +7,7 @@ GB of log). Times are given twice: wall clock and this process's CPU time (the s
 quiet host; on a busy one the wall clock also counts time other processes took, so the ratios
 use CPU time). The line read runs once first so that every timing reads from the page cache.
 The file is written to a temporary directory and deleted afterwards. ``iterations_parsed``
-counts every distinct step; ``iterations_kept`` what the per-step curve holds (``curve``).
+counts every distinct step; ``iterations_kept`` what the per-step curve holds (``metrics.iteration.Curve``).
 Run: ``python -m benchmarks.parse_bench [size_mb] [megatron|primus] [--no-reference]``.
 """
 
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks import reference_parse
-from cvs_tasks.metrics.logfile import parse_file
+from cvs_tasks.metrics.parser import parse_file
 
 LINE = (" [{date} {hh:02d}:{mm:02d}:{ss:09.6f}] iteration {step:>8d}/{total:>8d} | consumed samples: "
         "{consumed:>12d} | elapsed time per iteration (ms): {ms:.1f} | mem usages: {mem:.4f} | "

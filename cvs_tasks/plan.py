@@ -1,9 +1,14 @@
-"""Config + cluster -> RunPlan: which suite, which backend, which hosts, which combos. Pure.
+"""Config + cluster -> RunPlan: which suite, which backend, which hosts, which combos.
 
 The suite (single or distributed) is explicit (``--suite``), else read from the config file name
 (``*_single.json`` / ``*_distributed.json``), else from the host count. A mismatch between the
 suite and the cluster is bad input: the reference launches N independent jobs with ``NNODES=N``
 when a single-node config meets a multi-host cluster; we refuse instead.
+
+Making the plan is pure. Before a run the plan is also checked against what only the machine can
+tell: the token file (``config.readiness``) and, when the suite needs it, the image's launcher
+and the nodes' RDMA links (``check_launcher``, through ``remote``); this module sits above the
+config, jobs and remote layers it asks.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 from cvs_tasks import backends, runtimes
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.layout import layout_problems
-from cvs_tasks.errors import BadInput
+from cvs_tasks.errors import BadInput, CvsError
 
 if TYPE_CHECKING:
     from cvs_tasks.config import Cluster, Combo, HostSpec, Suite
@@ -144,16 +149,51 @@ def check_plan_ready(plan: RunPlan) -> None:
 
 
 def ready_or_refused(plan: RunPlan) -> tuple[object | None, list[str]]:
-    """``check_plan_ready`` and the launcher probe (``config.readiness.check_launcher``): one
-    ConfigError with every problem of both, else (the hosts the probe connected or None, warnings)."""
-    from cvs_tasks.config.errors import ConfigError
-    from cvs_tasks.config.readiness import check_launcher
-
+    """``check_plan_ready`` and the launcher probe (``check_launcher``): one ConfigError with every
+    problem of both, else (the hosts the probe connected or None, warnings)."""
     try:
         check_plan_ready(plan)
     except ConfigError as exc:
         return check_launcher(plan, exc)
     return check_launcher(plan)
+
+
+def check_launcher(plan, refused: ConfigError | None = None) -> tuple[object | None, list[str]]:
+    """What the image's launcher and the nodes must confirm for this plan (MXFP read by the script,
+    RDMA links a family script indexes, DATA_CACHE_PATH on several nodes): one ConfigError (exit 2) with every
+    problem, ``refused``'s (the readiness checks') too, else the warnings (what could not be told)
+    and the hosts it connected (None when nothing was asked; the caller keeps or closes them). A
+    scheduled cluster has no nodes yet: only a warning."""
+    from cvs_tasks.jobs.contracts import launcher_findings, launcher_needs, scripts_to_probe
+
+    needs = launcher_needs(plan.suite, distributed=plan.distributed)
+    if not needs:
+        if refused is not None:
+            raise refused
+        return None, []
+    if plan.cluster.scheduler is not None:  # what would be refused is worth a line; the rest is not
+        if refused is not None:
+            raise refused
+        return None, [f"{need.where}: not checked before the Slurm allocation whether the launcher can do it; if not: "
+                      f"{need.otherwise}" for need in needs if need.refuse]
+    from cvs_tasks.remote import connect
+    from cvs_tasks.remote.launcher import probe_launcher
+
+    container = plan.suite.config.container
+    hosts = connect(plan.cluster)
+    try:
+        answer = probe_launcher(hosts, container.runtime.name, container.image, scripts_to_probe(needs),
+                                any(need.links for need in needs))
+    except CvsError as exc:  # the nodes could not be asked: the run's own start will say why
+        hosts.close()
+        if refused is not None:
+            raise refused from None
+        return None, [f"launcher not checked: {exc}"]
+    problems, warnings = launcher_findings(needs, answer)
+    if refused is not None or problems:
+        hosts.close()
+        raise ConfigError(plan.suite.config_path, [*(refused.problems if refused else ()), *problems])
+    return hosts, warnings
 
 
 def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:

@@ -11,13 +11,13 @@ from cvs_tasks.config.describe import (
     effective_config,
     guess_suite_kind,
     local_file_warnings,
+    redact,
     shown_config,
 )
 from cvs_tasks.config.errors import ConfigError, Problem
 from cvs_tasks.config.load import Suite, load_suite, merge_under
 from cvs_tasks.config.models import GPU_NAMES, SuiteConfig, config_schema
 from cvs_tasks.config.placeholders import CHANGEME, find_changeme, local_user
-from cvs_tasks.config.redact import redact
 from cvs_tasks.config.sweep import DEFAULT_COMBO, TRAIN_PARAM_DEFAULTS, Combo, combo_key, parse_combo_key
 from cvs_tasks.config.templates import FORMATS as TEMPLATE_FORMATS
 from cvs_tasks.config.templates import Template, copy_template, find_template, list_templates, template_toml

@@ -1,6 +1,12 @@
-"""ConfigError and the helpers that turn every problem into `<file>: <dotted path>: <message>`.
+"""From a file a user wrote to a validated model, or one ConfigError naming every problem.
 
-Problems are collected, never raised one by one, so a user fixes a file in one pass.
+Every problem is rendered as `<file>: <dotted path>: <message>`, and problems are collected, never
+raised one by one, so a user fixes a file in one pass. The files are read through the one bounded
+reader (`cvs_tasks.inputs`): a missing file names the path tried, bad syntax names line and
+column, every limit is an exit-2 error; a `.toml` file is TOML (stdlib `tomllib`), anything else
+JSON, and both give the same plain dict to the same models, so every later message is the same
+dotted path. pydantic's own messages are kept where they are clear; a few are rewritten so they
+say what to do (unknown keys get a did-you-mean, `"3"` vs `3` gets a quoting hint).
 """
 
 from __future__ import annotations
@@ -8,11 +14,17 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterable, Sequence
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from cvs_tasks.errors import BadInput
+from cvs_tasks.inputs import InputRefused, load_json, load_toml
 
 Problem = tuple[str, str]
 """(dotted path such as `sweep.runs[2]` or `container.env.NCCL_DEBUG`, message)."""
@@ -93,3 +105,131 @@ def short_repr(value: Any, limit: int = 60) -> str:
 def is_under(path: str, roots: set[str]) -> bool:
     """True when `path` is one of `roots` or inside one of them (`a.b` is under `a`, `a[0]` too)."""
     return any(path == r or path.startswith(r + ".") or path.startswith(r + "[") for r in roots)
+
+
+# --- validating: pydantic's errors as problems -------------------------------------------------
+M = TypeVar("M", bound=BaseModel)
+
+KEY_HINTS = {
+    "gpu_arch": "renamed to gpu_name (MI300X, MI325X or MI355X)",
+    "nnodes": "not a config field: the suite sets NNODES from the number of hosts in the cluster file",
+    "NNODES": "not a config field: the suite sets NNODES from the number of hosts in the cluster file",
+    "thresholds": "thresholds live in their own file; point threshold_json at it",
+    "env": "container environment goes in container.env",
+}
+
+
+def validate_model(model: type[M], data: Any, prefix: str = "") -> tuple[M | None, list[Problem]]:
+    """Validate `data`; on failure return every error as (dotted path, actionable message)."""
+    try:
+        return model.model_validate(data), []
+    except ValidationError as exc:
+        return None, [_problem(model, err, prefix) for err in exc.errors(include_url=False)]
+
+
+def _problem(model: type[BaseModel], err: dict[str, Any], prefix: str) -> Problem:
+    loc: Sequence[str | int] = tuple(err["loc"])
+    path = loc_to_path(loc, prefix)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1]) if loc else ""
+        return path, _unknown_key_message(key, _fields_at(model, loc[:-1]), at_top=len(loc) == 1)
+    if kind == "missing":
+        return path, "required key is missing"
+    if kind == "string_type":
+        return path, f"must be a string (write \"{_plain(err.get('input'))}\" with quotes)"
+    if kind in ("value_error", "assertion_error"):
+        message = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        return path, message
+    return path, f"{err['msg']} (got {_plain(err.get('input'))})" if "input" in err else err["msg"]
+
+
+def _unknown_key_message(key: str, allowed: list[str], *, at_top: bool) -> str:
+    if key.startswith("_") and not at_top:
+        return "comment keys ('_...') are only allowed at the top level of the file; move or delete it"
+    if key in KEY_HINTS:
+        return f"unknown key: {KEY_HINTS[key]}"
+    hint = did_you_mean(key, allowed)
+    listing = f"; allowed: {', '.join(allowed)}" if not hint and allowed else ""
+    return f"unknown key{hint}{listing}"
+
+
+def _plain(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _fields_at(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """Names of the fields of the model reached by following `loc` from `model` ([] if not a model)."""
+    current: Any = model
+    for key in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(key))
+            if field is None:
+                return []
+            current = field.annotation
+            continue
+        origin = typing.get_origin(current)
+        args = typing.get_args(current)
+        if origin in (list, tuple, set) and args:
+            current = args[0]
+        elif origin is dict and len(args) == 2:
+            current = args[1]
+        else:
+            return []
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`X | None` and `Annotated[X, ...]` -> X."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return _unwrap(members[0])
+    return annotation
+
+
+def one_of(allowed: Callable[[], Sequence[str]]) -> Any:
+    """A str field type whose value must be one of ``allowed()``, a registry that may grow
+    (runtimes): checked when validating, refused with pydantic's own Literal message ("Input
+    should be 'a', 'b' or 'c'"), and listed as the schema's enum."""
+
+    def check(value: Any) -> Any:
+        names = tuple(allowed())
+        if not isinstance(value, str) or value not in names:
+            quoted = [repr(n) for n in names]
+            expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+
+    def schema(json_schema: dict[str, Any]) -> None:
+        json_schema["enum"] = list(allowed())
+
+    return Annotated[str, BeforeValidator(check), Field(json_schema_extra=schema)]
+
+
+# --- reading: a JSON or TOML file as a plain dict ----------------------------------------------
+SUFFIXES = (".json", ".toml")
+"""The formats a suite, threshold or cluster file may be written in."""
+
+
+def is_toml(path: Path | str) -> bool:
+    return Path(path).suffix.lower() == ".toml"
+
+
+def read_object(path: Path | str, what: str = "config") -> tuple[dict[str, Any], bytes]:
+    """Return the parsed top-level object and the raw bytes (for hashing), or raise ConfigError."""
+    path = Path(path)
+    try:
+        obj, data = load_toml(path, what) if is_toml(path) else load_json(path, what)
+    except InputRefused as exc:
+        raise ConfigError(path, [(exc.where, exc.message)]) from None
+    if not isinstance(obj, dict):
+        raise ConfigError(path, [("", f"the top level must be a JSON object {{...}}, not {type(obj).__name__}")])
+    return obj, data

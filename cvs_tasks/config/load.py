@@ -16,8 +16,7 @@ from typing import Any
 
 from cvs_tasks import backends
 from cvs_tasks.config.cluster import Cluster, resolved_username
-from cvs_tasks.config.errors import ConfigError, Problem, did_you_mean, is_under, join_path
-from cvs_tasks.config.files import read_object
+from cvs_tasks.config.errors import ConfigError, Problem, did_you_mean, is_under, join_path, read_object, validate_model
 from cvs_tasks.config.models import SuiteConfig
 from cvs_tasks.config.placeholders import (
     CHANGEME,
@@ -48,7 +47,6 @@ from cvs_tasks.config.thresholds import (
     load_threshold_file,
     threshold_candidates,
 )
-from cvs_tasks.config.validation import validate_model
 from cvs_tasks.templates import checkout_root
 
 

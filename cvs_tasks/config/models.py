@@ -12,8 +12,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from cvs_tasks import runtimes
 from cvs_tasks.config.container_defaults import DEFAULT_IDS
+from cvs_tasks.config.errors import one_of
 from cvs_tasks.config.sweep import precision_problem_of
-from cvs_tasks.config.validation import one_of
 from cvs_tasks.identifiers import ASCII_DECIMAL, is_ascii_positive_int
 
 GPU_NAMES = ("MI300X", "MI325X", "MI355X")

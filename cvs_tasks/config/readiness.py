@@ -5,8 +5,8 @@ never forms, RCCL on the wrong interface, a 401 from the Hub).
 They run when a run (or a dry run) opens and in ``config.validate``, after the plan is made (the
 host list and single/distributed are known then), and report every problem at once as a
 ``ConfigError`` (exit 2) naming the file and the dotted path. The problem functions are pure;
-``check_ready`` reads the token file; ``check_launcher`` asks the image and the nodes what the
-family launcher can do (``jobs.contracts``) when the suite needs something only they can tell.
+``check_ready`` reads the token file. What only the image and the nodes can tell (what the family
+launcher reads, the RDMA links) is asked by ``plan.check_launcher``.
 """
 
 from __future__ import annotations
@@ -125,45 +125,6 @@ def check_ready(suite, hosts: Sequence[tuple[str, str]] | None, distributed: boo
     problems += gated_tokenizer_problems(tokenizers, token_file, token_line_count(token_file))
     if problems:
         raise ConfigError(suite.config_path, problems)
-
-
-def check_launcher(plan, refused: ConfigError | None = None) -> tuple[object | None, list[str]]:
-    """What the image's launcher and the nodes must confirm for this plan (MXFP read by the script,
-    RDMA links a family script indexes, DATA_CACHE_PATH on several nodes): one ConfigError (exit 2) with every
-    problem, ``refused``'s (the readiness checks') too, else the warnings (what could not be told)
-    and the hosts it connected (None when nothing was asked; the caller keeps or closes them). A
-    scheduled cluster has no nodes yet: only a warning."""
-    from cvs_tasks.jobs.contracts import launcher_findings, launcher_needs, scripts_to_probe
-
-    needs = launcher_needs(plan.suite, distributed=plan.distributed)
-    if not needs:
-        if refused is not None:
-            raise refused
-        return None, []
-    if plan.cluster.scheduler is not None:  # what would be refused is worth a line; the rest is not
-        if refused is not None:
-            raise refused
-        return None, [f"{need.where}: not checked before the Slurm allocation whether the launcher can do it; if not: "
-                      f"{need.otherwise}" for need in needs if need.refuse]
-    from cvs_tasks.errors import CvsError
-    from cvs_tasks.remote import connect
-    from cvs_tasks.remote.launcher import probe_launcher
-
-    container = plan.suite.config.container
-    hosts = connect(plan.cluster)
-    try:
-        answer = probe_launcher(hosts, container.runtime.name, container.image, scripts_to_probe(needs),
-                                any(need.links for need in needs))
-    except CvsError as exc:  # the nodes could not be asked: the run's own start will say why
-        hosts.close()
-        if refused is not None:
-            raise refused from None
-        return None, [f"launcher not checked: {exc}"]
-    problems, warnings = launcher_findings(needs, answer)
-    if refused is not None or problems:
-        hosts.close()
-        raise ConfigError(plan.suite.config_path, [*(refused.problems if refused else ()), *problems])
-    return hosts, warnings
 
 
 def _is_ip(text: str) -> bool:

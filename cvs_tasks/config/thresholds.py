@@ -10,12 +10,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cvs_tasks.config.errors import Problem, did_you_mean, join_path
-from cvs_tasks.config.files import read_object
+from cvs_tasks.config.errors import Problem, did_you_mean, join_path, read_object, validate_model
 from cvs_tasks.config.models import Number
 from cvs_tasks.config.placeholders import strip_comments
 from cvs_tasks.config.sweep import DEFAULT_COMBO, parse_combo_key
-from cvs_tasks.config.validation import validate_model
 from cvs_tasks.judge import kinds
 from cvs_tasks.metrics import catalog
 from cvs_tasks.templates import template_dir

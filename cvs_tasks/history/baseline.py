@@ -2,7 +2,7 @@
 on this cluster", and the threshold cell judged with it.
 
 The judgement (``judge``) is pure: it takes the past values. ``baseline_rows`` fetches them from the
-history for the metric stage: ``evaluate`` (judge.thresholds) judges every fixed spec; the
+history for the metric stage: ``evaluate`` (judge.kinds) judges every fixed spec; the
 ``baseline`` specs are taken out of the cell first (``split_cell``), judged against the last PASS
 runs of the same config on the same cluster, and their rows put in place of the "no threshold
 defined" rows ``evaluate`` would have written (``merge_rows``).

@@ -1,7 +1,12 @@
-"""Megatron-LM and Primus job builders: a resolved JobSpec in, exact scripts and commands out.
+"""Jobs: a resolved JobSpec in, the exact scripts and commands every node runs out.
 
-Pure (no I/O); the lifecycle runs the results through the remote layer. ``watch`` (the lead's)
-follows a started job.
+The shipped backends live here, each whole in one module next to the launch it builds
+(``megatron.py``, ``primus.py``; registered by ``cvs_tasks.backends``); the rest is what every
+backend's jobs share: the spec and its entry point (``spec``), node paths (``layout``), shell
+fragments and starting a wrapper (``shell``), launch contracts and the launcher probe
+(``contracts``), tokenizer, NIC set-up, checkpoint commands, stopping a job (``cleanup``) and the
+run's claims on a node (``nodedir``, ``nodelock``). Pure (no I/O); the lifecycle runs the results
+through the remote layer. ``watch`` follows a started job.
 """
 
 from cvs_tasks.jobs.checkpoint import (
@@ -19,7 +24,6 @@ from cvs_tasks.jobs.cleanup import (
     parse_showpids,
     stop_job_command,
 )
-from cvs_tasks.jobs.launch import build_launch, dry_run_by_node, render_dry_run
 from cvs_tasks.jobs.nic import (
     check_hca,
     hca_regex,
@@ -37,7 +41,15 @@ from cvs_tasks.jobs.primus import (
     resume_load_dir,
     yaml_check_command,
 )
-from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, NodeLaunch
+from cvs_tasks.jobs.spec import (
+    JobSetupError,
+    JobSpec,
+    LaunchPlan,
+    NodeLaunch,
+    build_launch,
+    dry_run_by_node,
+    render_dry_run,
+)
 from cvs_tasks.jobs.tokenizer import (
     local_tokenizer_path,
     needs_local_tokenizer,

@@ -1,24 +1,32 @@
-"""Refuse up front what a family's launcher script cannot do (docs/launch_contracts.md).
+"""A backend's launch contracts: what its launcher cannot do, refused at load, and what the image
+and the nodes must confirm before a run, asked of them (docs/launch_contracts.md).
 
-A script that pins one node runs N independent single-node jobs when launched on N nodes; one
-that passes `--exit-interval N` never trains past step N. Both would only show as wrong numbers
-after the run, so they are config errors (exit 2) at load, naming the setting to change.
+Refused at load (exit 2): ``contract_problems`` asks the suite's backend
+(``Backend.contract_problems``; Megatron-LM's family scripts that pin one node or cap the
+iterations, ``cvs_tasks/jobs/megatron.py``), so what would only show as wrong numbers after the run
+is a config error naming the setting to change.
 
-What differs between images (which env names the script reads, how many RDMA links a node has)
-is asked of the image and the nodes (``launcher_probe``): ``launcher_needs`` says what to ask,
-``launcher_findings`` turns the answer into problems (exit 2) and warnings (could not tell).
+Asked before a run: which env names a ROCm example script reads changes between images
+(docs/launch_contracts.md#llama-launcher: only the 2026 ``train_llama3.sh`` reads ``TE_FP4`` /
+``TE_FP8_RECIPE``; the Feb-2025 one ignores ``DATA_CACHE_PATH``), and the image tag does not say
+which script it holds. ``launcher_needs`` says what to ask (``Need``); the probe asks the script
+itself (one ``grep`` per name on its non-comment lines) and counts the node's active RDMA links with
+``ibv_devinfo`` on the node's own shell; ``launcher_findings`` turns the answer into problems
+(exit 2) and warnings (could not tell). The commands print marker lines; the parsers take any text
+(an error, garbage, nothing) and return what it tells, leaving the rest unknown, so a confused node
+never crashes a load. No I/O here: ``remote.launcher`` runs the probe.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cvs_tasks import backends
-from cvs_tasks.config.errors import Problem, join_path
-from cvs_tasks.families import Family, megatron_family, normalise_precision
-from cvs_tasks.jobs.launcher_probe import ProbeAnswer
-from cvs_tasks.jobs.spec import PARAM_DEFAULTS
+from cvs_tasks.config.errors import Problem
+from cvs_tasks.jobs.shell import q
 
 if TYPE_CHECKING:
     from cvs_tasks.config import Suite
@@ -34,40 +42,6 @@ def launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
     return backends.get(suite.backend).launcher_needs(suite, distributed=distributed)
 
 
-def family_contract_problems(suite: Suite, *, distributed: bool) -> list[Problem]:
-    """Every combo (and the smoke cell) the Megatron-LM family script cannot run as configured."""
-    problems: list[Problem] = []
-    config = suite.config
-    pinned: set[str] = set()
-    for combo in suite.combos:
-        params = combo.train_params
-        if str(params.get("training_script", "")).strip():
-            continue  # the user's own launcher: its contract is unknown
-        family = megatron_family(str(params.get("tokenizer_model", "")))
-        if family is None:
-            continue
-        script = family.script.rsplit("/", 1)[-1]
-        if family.pins_one_node and distributed and family.name not in pinned:
-            pinned.add(family.name)
-            problems.append(("train_params.tokenizer_model", (
-                f"{script} (the {family.name} launcher of Megatron-LM images) pins NNODES=1, NODE_RANK=0 and "
-                "MASTER_ADDR=localhost: on several nodes it runs one independent single-node job per node, "
-                "not one distributed run; use a *_single config, or a Primus image for a multi-node run")))
-        limit = family.exit_interval
-        iterations = str(params.get("training_iterations", ""))
-        if limit and iterations.isdigit() and int(iterations) > limit:
-            overlay = config.sweep.combinations.get(combo.id, {})
-            where = (join_path(join_path("sweep.combinations", combo.id), "training_iterations")
-                     if "training_iterations" in overlay else "train_params.training_iterations")
-            if where not in {path for path, _ in problems}:
-                problems.append((where, f"{iterations} iterations, but {script} passes --exit-interval {limit}: "
-                                        f"training stops at step {limit}; set {limit} or fewer"))
-        if limit and combo is suite.combos[0] and config.smoke.enabled and config.smoke.iters > limit:
-            problems.append(("smoke.iters", f"{config.smoke.iters} iterations, but {script} passes "
-                                            f"--exit-interval {limit}; set {limit} or fewer"))
-    return problems
-
-
 @dataclass(frozen=True)
 class Need:
     """One thing the image or the nodes must confirm before the run; ``refuse`` False: a warning."""
@@ -78,53 +52,6 @@ class Need:
     links: int = 0  # active RDMA links every node must have
     refuse: bool = True
     otherwise: str = ""  # what happens when it does not hold
-
-
-def family_launcher_needs(suite: Suite, *, distributed: bool) -> list[Need]:
-    """What the combos (and the smoke cell) of a Megatron-LM suite need of their family launcher."""
-    config = suite.config
-    needs: list[Need] = []
-    for combo in suite.combos:
-        params = combo.train_params
-        family = megatron_family(str(params.get("tokenizer_model", "")))
-        if family is None or str(params.get("training_script", "")).strip():
-            continue  # the user's own launcher: its contract is unknown
-        root = str(params.get("megatron_root") or PARAM_DEFAULTS["megatron_root"]).rstrip("/")
-        script = f"{root}/{family.script}"
-        cells = [(_precision_where(config, combo), combo.precision)]
-        if combo is suite.combos[0] and config.smoke.enabled:
-            cells.append(("smoke.precision", config.smoke.precision))
-        for where, precision in cells:
-            need = _precision_need(family, script, where, precision)
-            if need:
-                needs.append(need)
-        if distributed and family.data_cache_var:
-            needs.append(Need("paths.data_cache_dir", script, family.data_cache_var, refuse=False, otherwise=(
-                "paths.data_cache_dir is not used: each node builds the dataset index cache in the script's own "
-                "default folder (the Feb-2025 ROCm Megatron-LM script does this). With mock data nothing changes; "
-                "with real data, keep the data and its cache on storage every node shares, or use a newer image")))
-        if family.rdma_links:
-            needs.append(Need("train_params.tokenizer_model", script, links=family.rdma_links, otherwise=(
-                f"reads {family.rdma_links} RDMA links (links[i] for i in range({family.rdma_links})) and, under "
-                "`set -e`, exits before torchrun on a node with fewer: nothing trains")))
-    return list(dict.fromkeys(needs))
-
-
-def _precision_where(config, combo) -> str:
-    if combo.id in config.sweep.combinations:
-        return join_path("sweep.combinations", combo.id)
-    return "train_params.precision"
-
-
-def _precision_need(family: Family, script: str, where: str, precision: str) -> Need | None:
-    key = normalise_precision(precision)
-    if key not in family.precision_needs:
-        return None
-    name, instead = family.precision_needs[key]
-    return Need(where, script, name, otherwise=(
-        f"{key} is selected by {name}, which only the 2026 ROCm Megatron-LM scripts read: this one would train "
-        f"{instead} and the run would be reported as {key}; use an image whose "
-        f"{family.script.rsplit('/', 1)[-1]} reads {name}, or drop {key} from the sweep"))
 
 
 def scripts_to_probe(needs: list[Need]) -> dict[str, tuple[str, ...]]:
@@ -171,3 +98,89 @@ def launcher_findings(needs: list[Need], answer: ProbeAnswer) -> tuple[list[Prob
             warnings.append(f"{need.where}: the answer about {need.script} does not say whether it reads "
                             f"{need.name}; if it does not: {need.otherwise}")
     return list(dict.fromkeys(problems)), list(dict.fromkeys(warnings))
+
+
+# --- the probe: its commands and what their answers tell -------------------------------------
+MARK = "@@cvs-launcher"
+LINKS_COMMAND = "ibv_devinfo"
+MAX_SCRIPT_BYTES = 1 << 20  # a launcher script is a few KiB
+_ACTIVE_PORT = re.compile(r"^\s*state:\s*PORT_ACTIVE\b", re.MULTILINE)
+_HCA = re.compile(r"^\s*hca_id:\s*\S+", re.MULTILINE)
+_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class ScriptFacts:
+    """One launcher as the image holds it: present or not, and which of the asked names it reads."""
+
+    present: bool
+    reads: frozenset[str] = frozenset()
+    ignores: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """Everything the nodes told. A script or node left out could not be asked (``unknown`` says why)."""
+
+    scripts: dict[str, ScriptFacts] = field(default_factory=dict)  # path in the image -> facts
+    links: dict[str, int | None] = field(default_factory=dict)  # node -> active RDMA ports (None: cannot tell)
+    unknown: str = ""  # why the scripts were not read (no image on the node, no answer, ...)
+
+
+def reads_pattern(name: str) -> str:
+    """ERE for a non-comment line that expands ``$NAME`` / ``${NAME…}`` or assigns ``NAME=``."""
+    if not _NAME.match(name):
+        raise ValueError(f"not an env name: {name!r}")
+    return rf"^[^#]*(\$\{{?{name}([^A-Za-z0-9_]|$)|(^|[^A-Za-z0-9_]){name}=)"
+
+
+def script_probe_command(scripts: Mapping[str, Sequence[str]]) -> str:
+    """Run where the script lives (the image): per script ``present``/``missing``, then per name
+    ``reads``/``ignores``; each line is ``@@cvs-launcher <word> [<name>] <path>``. Only a regular
+    file counts, and only its first ``MAX_SCRIPT_BYTES`` are read (a device or a FIFO never hangs it)."""
+    parts = []
+    for path, names in scripts.items():
+        checks = "".join(
+            f"if head -c {MAX_SCRIPT_BYTES} -- {q(path)} | grep -Eq -- {q(reads_pattern(name))}; then "
+            f"echo {q(f'{MARK} reads {name} {path}')}; else echo {q(f'{MARK} ignores {name} {path}')}; fi; "
+            for name in names)
+        parts.append(f"if [ -f {q(path)} ] && [ -r {q(path)} ]; then echo {q(f'{MARK} present {path}')}; {checks}"
+                     f"else echo {q(f'{MARK} missing {path}')}; fi")
+    return "; ".join(parts) + "; true" if parts else "true"
+
+
+def links_probe_command() -> str:
+    """Run on the node's own shell: ``ibv_devinfo``'s exit status and output under a marker."""
+    return (f"out=$({LINKS_COMMAND} 2>&1); rc=$?; printf '%s %s %s\\n%s\\n' {MARK} links \"$rc\" \"$out\"")
+
+
+def parse_scripts(text: str) -> dict[str, ScriptFacts]:
+    """``script_probe_command`` output -> path -> facts; lines it does not know are ignored."""
+    present: dict[str, bool] = {}
+    reads: dict[str, set[str]] = {}
+    ignores: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        words = line.strip().split(" ", 3)
+        if len(words) < 3 or words[0] != MARK:
+            continue
+        if words[1] in ("present", "missing"):
+            present[" ".join(words[2:])] = words[1] == "present"
+        elif words[1] in ("reads", "ignores") and len(words) == 4 and _NAME.match(words[2]):
+            (reads if words[1] == "reads" else ignores).setdefault(words[3], set()).add(words[2])
+    return {path: ScriptFacts(ok, frozenset(reads.get(path, set())) if ok else frozenset(),
+                              frozenset(ignores.get(path, set()) - reads.get(path, set())) if ok else frozenset())
+            for path, ok in present.items()}
+
+
+def parse_links(text: str) -> int | None:
+    """Active RDMA ports from ``links_probe_command`` output; None when the node cannot tell
+    (no ``ibv_devinfo``, an error, output that lists no device in a form known here)."""
+    head, _, out = text.partition(f"{MARK} links ")
+    if not _:
+        return None
+    code, _, rest = out.partition("\n")
+    if code.strip() != "0":
+        return None
+    if _HCA.search(rest):
+        return len(_ACTIVE_PORT.findall(rest))
+    return 0 if "no ib devices found" in rest.lower() else None

@@ -1,15 +1,24 @@
-"""Primus wrapper scripts: ``primus-cli direct -- train pretrain`` with the combo's overrides.
+"""Primus, the backend: ``primus-cli direct -- train pretrain`` with an experiment YAML from the image
+and the combo's overrides.
 
-primus-cli tees the worker output into ``--log_file`` itself, so the launcher console is kept in a
-separate ``console.log`` (the runner's own lines go to the console only), and training.log gets
-each worker line once.
+Everything that is Primus's lives here: which YAML to look for and how to read its experiment
+header, where its checkpoints land, how each override is spelled so every Primus version parses it
+(docs/primus_overrides.md), the wrapper script and launch, and the ``Backend`` object. primus-cli
+tees the worker output into ``--log_file`` itself, so the launcher console is kept in a separate
+``console.log`` (the runner's own lines go to the console only), and training.log gets each worker
+line once. Primus takes its tokenizer by repo id from the YAML, saves and resumes checkpoints (the
+checkpoint test), and its memory figure (hip ``usage_ratio``) is recorded rather than gated by the
+shipped optional spec. The YAML is looked up on node 0 before the first job, once per run, by the
+lifecycle (``EXPERIMENT``).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from cvs_tasks import runtimes
+from cvs_tasks import backends, runtimes
+from cvs_tasks.backends import Backend
 from cvs_tasks.jobs import layout
 from cvs_tasks.jobs.shell import (
     comment,
@@ -21,6 +30,7 @@ from cvs_tasks.jobs.shell import (
     say,
 )
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, NodeLaunch
+from cvs_tasks.judge.reference import primus_numbers
 
 YAML_DIR = "examples/megatron/configs"
 # MI300X/MI325X need the atomic-FP32 attention kernels (docs/reference_suite.md#primus-command).
@@ -284,3 +294,37 @@ def build_primus_launch(job: JobSpec, primus_yaml: str | None = None) -> LaunchP
         ))
     return LaunchPlan(backend=job.backend, label=job.label, combo_log_dir=layout.combo_log_dir(job),
                       prepare=layout.prepare_commands(job), nodes=nodes, warnings=warnings)
+
+
+# --- the backend ----------------------------------------------------------------------------------
+EXPERIMENT = "cvs_tasks.lifecycle.jobrun:primus_experiment"
+"""The YAML lookup: one round trip to node 0 through the run's session (I/O, so in the lifecycle),
+named here so this module stays below it."""
+
+
+class Primus(Backend):
+    name = "primus"
+    label = "Primus"
+    dialect = "primus"
+    tokenizer_note = "takes the HF repo id from its YAML"
+    checkpoint_test = True
+    memory_record_only = True
+
+    def matches(self, image: str) -> bool:
+        return "primus" in image.lower()
+
+    def build_launch(self, job, experiment):
+        return build_primus_launch(job, experiment)
+
+    def experiment(self, session, job) -> str | None:
+        return backends.named(EXPERIMENT)(session, job)[0]
+
+    def asked(self, job) -> dict[str, Any]:
+        return {"launcher": "primus", "script": "primus-cli"}  # tokenizer and mock data come from the YAML
+
+    def reference_numbers(self, iterations, summary):
+        return primus_numbers(iterations)
+
+
+PRIMUS = Primus()
+"""Registered by ``cvs_tasks.backends`` (``SHIPPED``)."""

@@ -1,7 +1,15 @@
-"""Shell fragments shared by the wrapper scripts and node commands.
+"""Shell fragments shared by the wrapper scripts and node commands, and how a wrapper is started.
 
 Every value that comes from config is quoted here, once, so a path with a space or a stray quote
 cannot change what a command does.
+
+A wrapper starts detached in its own session (``detached_start``: pid file, exit file), so the
+watcher, the stop command and the clean-up are the same everywhere. When the job is launched as a
+single srun step, each Slurm task starts it the same way and then waits for it (``attached_start``,
+``step_task``), which keeps the step alive exactly as long as the job, so Slurm's accounting, time
+limit and ``scancel`` apply to the training. A SIGTERM/SIGINT to the task (scancel, time limit,
+the harness stopping srun) runs the harness's own stop command first: a signal to a
+``docker exec`` client never reaches the process inside the container.
 """
 
 from __future__ import annotations
@@ -112,3 +120,15 @@ def detached_start(script_path: str, node_dir: str, console_path: str, exit_path
         f"{{ setsid nohup bash {q(script_path)} > {q(console_path)} 2>&1 < /dev/null & "
         f"echo $! > {q(pid_path)}; }}"
     )
+
+
+def attached_start(launch_command: str, pid_path: str) -> str:
+    """The detached launch, then wait for the wrapper (a child of this same shell) to end."""
+    return f"{launch_command} && cvs_job=$(cat {q(pid_path)}) && wait \"$cvs_job\""
+
+
+def step_task(start: str, stop: str) -> str:
+    """Run ``start`` in the background; on TERM/INT/HUP run ``stop``; exit with the job's status."""
+    on_signal = f"{stop}; kill -TERM $cvs_task 2> /dev/null"
+    return (f"{start} & cvs_task=$!; trap {q(on_signal)} TERM INT HUP; "
+            f"wait $cvs_task; cvs_status=$?; wait $cvs_task 2> /dev/null; exit $cvs_status")

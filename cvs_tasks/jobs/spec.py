@@ -1,8 +1,10 @@
-"""What a job is (JobSpec) and what building it yields (LaunchPlan): plain data, no I/O.
+"""What a job is (JobSpec), what building it yields (LaunchPlan), and the one entry point that builds
+it (``build_launch``, through the job's backend) and renders it for a dry run. No I/O.
 
-The lifecycle resolves config + cluster + combo into one JobSpec; the builders in this package turn
-it into the exact scripts and commands each node runs. Keeping both sides as frozen data lets the
-builders be tested with exact strings and lets `--dry-run` print what would run.
+The lifecycle resolves config + cluster + combo into one JobSpec; the backend's builder
+(``Backend.build_launch``) turns it into the exact scripts and commands each node runs. Keeping
+both sides as frozen data lets the builders be tested with exact strings and lets `--dry-run`
+print what would run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from cvs_tasks import backends, runtimes
 from cvs_tasks.config.sweep import TRAIN_PARAM_DEFAULTS
 from cvs_tasks.errors import BadInput
+from cvs_tasks.identifiers import identifier_problem
+from cvs_tasks.jobs.shell import comment
 
 # train_params defaults (docs/reference_suite.md#config-defaults): the config's, plus where the jobs find things.
 PARAM_DEFAULTS: Mapping[str, str] = {
@@ -131,3 +135,48 @@ class LaunchPlan:
     prepare: list[str]
     nodes: list[NodeLaunch]
     warnings: list[str] = field(default_factory=list)
+
+
+def build_launch(job: JobSpec, *, experiment: str | None = None) -> LaunchPlan:
+    """Build every node's wrapper and launch command; raises JobSetupError when none can be built.
+
+    ``experiment`` is the experiment file the backend found in the image (``Backend.experiment``;
+    Primus: the YAML ``yaml_check_command`` found, relative to primus_root); without it the
+    backend's first choice is used (fine for a dry run).
+    """
+    for kind, value in (("label", job.label), ("run id", job.run_id)):
+        problem = identifier_problem(kind, value)
+        if problem:  # names reach node paths and scripts: refuse, never sanitise silently
+            raise JobSetupError(f"job {value!r}: {problem}", field=kind)
+    if job.nnodes < 1:
+        raise JobSetupError(f"job '{job.label}' has no nodes (nnodes={job.nnodes}); "
+                            f"the cluster file lists no hosts", field="node_dict")
+    if job.iterations < 1:
+        raise JobSetupError(f"job '{job.label}' has {job.iterations} training iterations; set "
+                            f"train_params.training_iterations to a positive number",
+                            field="train_params.training_iterations")
+    return backends.get(job.backend).build_launch(job, experiment)
+
+
+def dry_run_by_node(plan: LaunchPlan) -> list[list[str]]:
+    """Per node, the lines a dry run prints: prepare commands, the script to write, the launch."""
+    rendered: list[list[str]] = []
+    for node in plan.nodes:
+        rendered.append([
+            f"# node {node.rank}: prepare (on the host)",
+            *plan.prepare,
+            comment(f"node {node.rank}: write {node.script_path} (mode 0700)"),
+            *node.script_text.rstrip("\n").split("\n"),
+            f"# node {node.rank}: launch (in the container; on the node itself for runtime host)",
+            node.launch_command,
+        ])
+    return rendered
+
+
+def render_dry_run(plan: LaunchPlan) -> list[str]:
+    """The whole plan as printable lines: a heading, the warnings, then every node's block."""
+    lines = [comment(f"{plan.backend} job '{plan.label}', logs under {plan.combo_log_dir}")]
+    lines += [comment(f"warning: {w}") for w in plan.warnings]
+    for block in dry_run_by_node(plan):
+        lines += ["", *block]
+    return lines

@@ -1,17 +1,31 @@
-"""Threshold kinds: one row each, with the one small function that judges it.
+"""Threshold kinds, one row each with the one small function that judges it, and the verdicts they
+give: PASS / FAIL / RECORD / SKIPPED per metric, from actual values and a threshold cell.
 
 A kind says how a metric's value is held against a spec: the fields it needs (and what a spec
 without one is told), the fields it also reads, the report's expected text, whether the judge here
 decides it, the run history does (``baseline``) or nobody does (``info``: recorded, never gated),
 which metric direction calibration writes it for, and what a zero bound would always do (the
 placeholder refusal). The config schema (``config.thresholds.ThresholdSpec``), the judge
-(``judge.thresholds``), the baseline gate (``history.baseline``) and calibration
+(``evaluate``, below), the baseline gate (``history.baseline``) and calibration
 (``history.calibrate``) read this table; adding a kind is one row and its function.
 
 A unit is not part of a kind: a spec may state the unit of its bound (``unit``), which must be the
 metric's. ``max_ms`` and ``min_tok_s``, which baked a unit into the name, are spellings of a kind
 plus a unit (``SPELLINGS``): files that use them load and judge as before, and calibration still
 writes them where they fit, so its files read as they always did.
+
+The verdict rules (docs/product.md#metrics-and-passfail, docs/reference_suite.md#threshold-verdicts):
+
+* enforcement off, or no cell / an empty cell: every actual becomes a RECORD row (expected text
+  from its spec when one exists);
+* otherwise every spec in the cell is evaluated, all violations are collected (no early stop):
+  a kind that does not gate (``info``) -> RECORD; missing/None and ``optional`` -> SKIPPED;
+  missing/None otherwise -> FAIL "missing"; a value that violates the spec -> FAIL; else PASS.
+  Actuals the cell does not mention are RECORD rows ("no threshold defined"). Each kind's test
+  is its function here; units come from the metric catalog.
+* traps guarded: numeric strings are read as numbers, other strings and NaN fail with a reason,
+  a negative ``tolerance_pct`` or a missing ``value`` is a spec error (FAIL), ``min_ratio`` with
+  a missing, non-numeric or zero reference fails instead of dividing by zero.
 """
 
 from __future__ import annotations
@@ -21,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from cvs_tasks.metrics import catalog
+from cvs_tasks.run.records import MetricRow
 
 
 def fmt(v: Any) -> str:
@@ -252,3 +267,73 @@ def describe() -> str:
     """One line per kind and spelling, for the schema's description of ``kind``."""
     spelled = "; ".join(f"{s.name}: {s.kind} in {s.unit}" for s in SPELLINGS)
     return "; ".join(f"{k.name}: {k.doc}" for k in KINDS) + f"; {spelled}."
+
+
+# --- the verdicts -------------------------------------------------------------------------------
+def unit_for(name: str) -> str:
+    """The metric's unit from the catalog (``-`` for a name it does not hold)."""
+    return catalog.unit(name)
+
+
+def format_expected(spec: Any | None) -> str:
+    """``>= v``, ``<= v``, ``<= v ms``, ``v +/-p%``, ``>= v x ref``, ``info (v)`` or ``-`` (``kinds``)."""
+    return expected_text(spec)
+
+
+def check(name: str, actual: float, spec: Any, actuals: Mapping[str, Any]) -> str | None:
+    """The violation message for one numeric actual against one spec (its kind's function), or None."""
+    written = getattr(spec, "kind", None)
+    kind, unit = resolve(written, getattr(spec, "unit", None))
+    if kind is None:
+        here = [n for n in names() if not judged_by_history(n)]
+        return f"{name}: unknown threshold kind {written!r} (use one of {', '.join(here)})"
+    if kind.history:
+        return f"{name}: kind {written!r} is judged against the run history (history.baseline), not here"
+    if kind.judge is None:
+        return None
+    limit, bad = as_number(getattr(spec, "value", None))
+    if limit is None and "value" in kind.needs:
+        return f"{name}: threshold spec has no numeric value ({bad or 'value missing'})"
+    message = kind.judge(Bound(actual, limit, spec, catalog.suffix(unit), actuals))
+    return f"{name}: {message}" if message else None
+
+
+def evaluate(actuals: Mapping[str, Any], cell: Mapping[str, Any] | None,
+             enforce: bool) -> list[MetricRow]:
+    """One MetricRow per metric (see the module docstring for the rules)."""
+    public = {k: v for k, v in actuals.items() if not k.startswith("_")}
+    if not enforce or not cell:
+        why = "enforce_thresholds is false" if not enforce else "no threshold cell for this combo"
+        rows = []
+        for name, value in public.items():
+            number, _ = as_number(value)
+            spec = cell.get(name) if cell else None
+            rows.append(MetricRow(name, number, unit_for(name), format_expected(spec), "RECORD",
+                                  f"record only: {why}"))
+        return rows
+    rows = []
+    for name, spec in cell.items():
+        if name.startswith("_"):
+            continue
+        raw = public.get(name)
+        number, bad = as_number(raw)
+        expected, unit = format_expected(spec), unit_for(name)
+        kind, _ = resolve(getattr(spec, "kind", None))
+        if kind is not None and not kind.gates:
+            rows.append(MetricRow(name, number, unit, expected, "RECORD", f"{kind.name} only, not gated"))
+        elif bad is not None:
+            rows.append(MetricRow(name, None, unit, expected, "FAIL", f"{name}: {bad}"))
+        elif number is None and getattr(spec, "optional", False):
+            rows.append(MetricRow(name, None, unit, expected, "SKIPPED", "no value produced this run"))
+        elif number is None:
+            rows.append(MetricRow(name, None, unit, expected, "FAIL",
+                                  f"{name}: missing from this run's results"))
+        else:
+            message = check(name, number, spec, public)
+            rows.append(MetricRow(name, number, unit, expected, "FAIL" if message else "PASS",
+                                  message or ""))
+    for name, value in public.items():
+        if name not in cell:
+            number, _ = as_number(value)
+            rows.append(MetricRow(name, number, unit_for(name), "-", "RECORD", "no threshold defined"))
+    return rows

@@ -1,7 +1,7 @@
 """The run metrics as ROCm CVS (the reference) aggregates them, shown as RECORD rows next to ours.
 
 Teams whose thresholds were calibrated on the reference see both numbers and the difference.
-Ours are steady-state statistics (``metrics.aggregate``: warm-up 10 % dropped, harmonic means of
+Ours are steady-state statistics (``metrics.runstats``: warm-up 10 % dropped, harmonic means of
 rates); the reference's (docs/reference_suite.md#run-metrics) are:
 
 * Megatron-LM: the ROCm launcher's summary lines (``throughput per GPU:``, ``tokens/GPU/s:``,

@@ -20,7 +20,7 @@ from cvs_tasks.remote.slurm import Allocation, SlurmClient, SlurmHosts, drain_li
 from cvs_tasks.run.stages import LAUNCH_CONTAINER
 
 if TYPE_CHECKING:
-    from cvs_tasks.config.scheduler import SchedulerSpec
+    from cvs_tasks.config.cluster import SchedulerSpec
     from cvs_tasks.lifecycle.session import Session
 
 MANIFEST_KEY = "slurm"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from cvs_tasks.judge.convergence import convergence_row
-from cvs_tasks.judge.loss_curve import curve_warmup_cutoff, fit_loss_curve, sample_curve
+from cvs_tasks.judge.kinds import evaluate, unit_for
+from cvs_tasks.judge.loss import convergence_row, curve_warmup_cutoff, fit_loss_curve, sample_curve
 from cvs_tasks.judge.memory import explain, ungated_specs
 from cvs_tasks.judge.reference import with_reference_rows
-from cvs_tasks.judge.thresholds import evaluate, unit_for
 from cvs_tasks.lifecycle.health import FAILED_BY_HEALTH
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import StageRecord
@@ -67,7 +66,7 @@ def metric(session: Session, combo_id: str | None) -> StageRecord:
 
 
 def judged_rows(session: Session, combo: str, actuals: dict, cell) -> list:
-    """Fixed thresholds by ``judge.thresholds.evaluate``, ``baseline`` ones against the run history."""
+    """Fixed thresholds by ``judge.kinds.evaluate``, ``baseline`` ones against the run history."""
     from cvs_tasks.history.baseline import baseline_rows, merge_rows, split_cell
 
     fixed, baseline = split_cell(cell)

@@ -15,9 +15,8 @@ from pathlib import Path
 from cvs_tasks import backends, runtimes
 from cvs_tasks.errors import InfraError
 from cvs_tasks.jobs import cleanup, nic, primus
-from cvs_tasks.jobs.launch import build_launch, render_dry_run
 from cvs_tasks.jobs.shell import q
-from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan
+from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, build_launch, render_dry_run
 from cvs_tasks.jobs.watch import Watcher, WatchOutcome, WatchTarget
 from cvs_tasks.lifecycle import health
 from cvs_tasks.lifecycle.runner import Interrupted

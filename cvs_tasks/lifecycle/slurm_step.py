@@ -13,7 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cvs_tasks.jobs import cleanup, slurm_task
+from cvs_tasks.jobs import cleanup
+from cvs_tasks.jobs.shell import attached_start, step_task
 from cvs_tasks.jobs.spec import LaunchPlan
 from cvs_tasks.jobs.watch import WatchOutcome
 from cvs_tasks.remote import slurm_cmd as sc
@@ -25,8 +26,8 @@ STOP_WAIT_S = 45.0  # the task's own trap runs the job's stop command (30 s grac
 
 def node_tasks(runtime, launch: LaunchPlan) -> list[str]:
     """Per node, the task command: the usual launch, attached, with the usual stop on a signal."""
-    return [slurm_task.step_task(runtime.command(slurm_task.attached_start(n.launch_command, n.pid_path)),
-                                 runtime.command(cleanup.stop_job_command(n)))
+    return [step_task(runtime.command(attached_start(n.launch_command, n.pid_path)),
+                      runtime.command(cleanup.stop_job_command(n)))
             for n in launch.nodes]
 
 

@@ -12,8 +12,7 @@ from cvs_tasks.history.entry import args_hash
 from cvs_tasks.jobs import checkpoint as ckpt
 from cvs_tasks.jobs import primus
 from cvs_tasks.jobs.spec import JobSetupError
-from cvs_tasks.judge.checkpoint import checkpoint_continuity
-from cvs_tasks.judge.convergence import judge_convergence
+from cvs_tasks.judge.loss import checkpoint_continuity, judge_convergence
 from cvs_tasks.judge.reference import reference_numbers
 from cvs_tasks.judge.scaling import scaling_efficiency
 from cvs_tasks.lifecycle.health import apply_health
@@ -23,7 +22,7 @@ from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
 from cvs_tasks.run.records import StepRow
 from cvs_tasks.run.stages import CHECKPOINT, SMOKE, TRAINING
-from cvs_tasks.verify.record import effective_record
+from cvs_tasks.verify.compare import effective_record
 
 
 def _node_outcomes(session: Session, result: JobResult, stage_status: str) -> list[NodeOutcome]:

@@ -26,7 +26,7 @@ from functools import lru_cache
 HIGHER, LOWER = "higher", "lower"
 MEAN, HARMONIC_MEAN, P50, P95 = "mean", "harmonic_mean", "p50", "p95"
 STATISTICS = (MEAN, HARMONIC_MEAN, P50, P95)
-"""How steady-state field values become a run metric (``runstats`` implements each; reasons in ``aggregate``)."""
+"""How steady-state field values become a run metric (``runstats`` implements each and gives the reasons)."""
 
 UNIT_SUFFIX = {"ms": " ms", "s": " s", "%": "%"}
 """The text a threshold's expected value and messages print after a number in a unit the spec

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import math
 
-from cvs_tasks.metrics import aggregate, flops
-from cvs_tasks.metrics.curve import IterationMap
-from cvs_tasks.metrics.iteration import COL, Iteration, iteration_from_row, prefix_stamp, timestamp_seconds
+from cvs_tasks.metrics import flops, runstats
+from cvs_tasks.metrics.iteration import (
+    COL,
+    Iteration,
+    IterationMap,
+    iteration_from_row,
+    prefix_stamp,
+    timestamp_seconds,
+)
 from cvs_tasks.metrics.signatures import ErrorHit, root_cause
 
 PRIMUS_FEATURES = frozenset({"pairs", "tok_harmonic", "tok_per_gpu", "tf_compute", "hip", "rank_prefix"})
@@ -79,7 +85,7 @@ class ParserViews:
 
     @property
     def iterations(self) -> IterationMap:
-        """step -> Iteration, sorted by step (thinned evenly past 20 000 steps, see ``curve``)."""
+        """step -> Iteration, sorted by step (thinned evenly past 20 000 steps, see ``iteration.Curve``)."""
         return IterationMap(self.curve, self._materialize)
 
     @property
@@ -103,7 +109,7 @@ class ParserViews:
     def warmup_cutoff(self) -> int:
         if self.stats.cutoff is not None:
             return self.stats.cutoff
-        return aggregate.warmup_cutoff(self.planned, self.last_step)
+        return runstats.warmup_cutoff(self.planned, self.last_step)
 
     @property
     def fatal_errors(self) -> list[ErrorHit]:
@@ -129,14 +135,14 @@ class ParserViews:
         if row[COL["tokens_per_gpu"]] != row[COL["tokens_per_gpu"]]:
             printed = row[COL["global_batch_size"]]
             gbs = printed if printed == printed and printed else self.global_batch_size
-            derived = aggregate.derived_tokens(gbs, row[COL["elapsed_ms"]], self.seq_length,
+            derived = runstats.derived_tokens(gbs, row[COL["elapsed_ms"]], self.seq_length,
                                                self.world_size)
         return iteration_from_row(row, derived)
 
     def metrics(self) -> dict[str, float | None]:
         """The ``training.*`` run metrics (None when unknown); ``metrics_steps`` says which steps."""
         found = self.stats.metrics(self.seq_length, self.world_size)
-        return aggregate.fill_from_summary(found, self.facts.launcher_summary)
+        return runstats.fill_from_summary(found, self.facts.launcher_summary)
 
     @property
     def iterations_parsed(self) -> int:

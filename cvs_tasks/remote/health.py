@@ -1,7 +1,7 @@
 """The node-side health snapshot: RDMA error counters and the kernel log, one command per node.
 
 Taken on the node's own shell (not in the container) on the connection the run already holds,
-before and after every training job; `cvs_tasks.health.snapshot` parses what it prints.
+before and after every training job; `cvs_tasks.health` parses what it prints.
 
 Why the kernel-log window is bounded this way: ``dmesg --since`` needs util-linux 2.37 (RHEL 8
 and Ubuntu 20.04 ship older) and converts wall-clock time to seconds since boot with a boot

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from cvs_tasks import runtimes
-from cvs_tasks.jobs.launcher_probe import (
+from cvs_tasks.jobs.contracts import (
     MARK,
     ProbeAnswer,
     links_probe_command,

@@ -93,9 +93,9 @@ def _context(run_path: Path, log: Any, line_no: int) -> list[list[Any]]:
     """[[n, text], ...] for lines line_no-CONTEXT .. line_no+CONTEXT of a log in the run directory
     ([] if unreadable, or if ``log`` names anything outside the run directory).
 
-    Read in chunks with each line cut to its head (``metrics.logfile.line_heads``, the reader behind
+    Read in chunks with each line cut to its head (``metrics.parser.line_heads``, the reader behind
     ``logs.parse``): a log line of gigabytes costs one chunk of memory, not the line."""
-    from cvs_tasks.metrics.logfile import line_heads
+    from cvs_tasks.metrics.parser import line_heads
 
     rows: list[list[Any]] = []
     try:

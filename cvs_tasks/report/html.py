@@ -30,7 +30,7 @@ from cvs_tasks.report.nodes import health_rows, nodes_view
 from cvs_tasks.run.records import StepRow
 from cvs_tasks.run.sandbox import href
 from cvs_tasks.run.stages import CHECKPOINT, LOSS_CURVE, METRIC, TRAINING
-from cvs_tasks.verify.record import effective_facts
+from cvs_tasks.verify.compare import effective_facts
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 LOSS_COLOUR = "#1565c0"

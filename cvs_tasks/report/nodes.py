@@ -5,7 +5,7 @@ Also ``passing_nodes.txt`` / ``failing_nodes.txt`` (one host per line) for sched
 scripts: a node fails when any stage judged it FAIL or ERROR, or ``diagnose`` named it an outlier.
 
 The health table of a combo is read from the training record's ``health`` data (see
-`cvs_tasks.health.verdict`): one row per finding of each check; a check with no finding shows as
+`cvs_tasks.health`): one row per finding of each check; a check with no finding shows as
 one row with its status and summary.
 """
 

@@ -59,10 +59,10 @@ def _fmt(value) -> str:
 })
 def parse(c, file, dialect="auto", seq_length=None, world_size=None, model=None, json=False):
     """Print the run metrics of a training log; exit status 1 when it holds a fatal signature."""
-    from cvs_tasks.judge.thresholds import unit_for
+    from cvs_tasks.judge.kinds import unit_for
     from cvs_tasks.metrics import parse_file
     from cvs_tasks.verify import effective_from_arguments
-    from cvs_tasks.verify.record import describe
+    from cvs_tasks.verify.compare import describe
 
     with user_errors(), _quiet_pipe():
         parser = parse_file(file, dialect=dialect, seq_length=_positive_int("seq-length", seq_length),

@@ -1,8 +1,9 @@
 """What ran is what was asked: the trainer's own arguments dump read back and compared with the plan.
 
 `effective` turns a dump into a typed EffectiveConfig; `compare` checks it against what the job
-asked for and names the likely cause of each difference from the launcher's known contract
-(`causes`). Pure: dumps and plans in, records out; the watcher and the lifecycle call them.
+asked for, names the likely cause of each difference from the launcher's known contract, and
+stores the result in the stage record. Pure: dumps and plans in, records out; the watcher and the
+lifecycle call them.
 """
 
 from cvs_tasks.verify.compare import Asked, ConfigCheck, Mismatch, asked_from_job, check_effective

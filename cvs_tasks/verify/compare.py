@@ -1,19 +1,26 @@
-"""Compare what a job asked for with what the trainer says it runs; name each difference and its cause.
+"""Compare what a job asked for with what the trainer says it runs; name each difference and its
+likely cause; store the result in the stage record and read it back for the report.
 
 `Asked` holds the planned values (None: not asked, so not compared); `check_effective` returns a
 `ConfigCheck`: the effective configuration plus one `Mismatch` per parameter that differs. A
 mismatch fails the combo: metrics of a run that is not the asked run would be misattributed.
+
+The likely cause comes from running the real launchers (docs/launch_contracts.md): which variable
+a script reads under another name, which it pins, which only newer images read. A Megatron-LM
+family script's causes are in its family row (``cvs_tasks.families``); Primus's are below
+(``LAUNCHER_CAUSES``). Anything else gets a generic cause that names the launcher and the variable
+it was given.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cvs_tasks import backends
-from cvs_tasks.families import normalise_precision
+from cvs_tasks.families import family_cause, normalise_precision
 from cvs_tasks.jobs.spec import JobSpec
-from cvs_tasks.verify.causes import likely_cause, string_cause
 from cvs_tasks.verify.effective import BOOL_ARGS, INT_ARGS, EffectiveConfig
 
 
@@ -184,3 +191,120 @@ def _show(value: Any) -> str:
 def _int(text: str | None) -> int | None:
     text = str(text or "").strip()
     return int(text) if text.isascii() and text.isdigit() else None
+
+
+# --- the likely cause of a difference, per launcher ---------------------------------------------
+# Launchers that are not a model family: launcher -> parameter -> cause.
+LAUNCHER_CAUSES: dict[str, dict[str, str]] = {
+    "primus": {
+        "seq_length": "Primus takes seq_length from the experiment YAML when it is not passed as an override",
+        "recompute": "Primus takes recompute_* from the experiment YAML when it is not passed as an override",
+        "fsdp": "Primus takes use_torch_fsdp2 from the experiment YAML (the 70B YAML turns FSDP2 on)",
+        "mock_data": "the experiment YAML sets mock_data",
+        "world_size": "primus-cli did not get NNODES / NODE_RANK / MASTER_ADDR as the wrapper set them",
+    },
+}
+
+VARIABLE = {
+    "world_size": "NNODES", "nnodes": "NNODES", "seq_length": "the sequence length",
+    "micro_batch_size": "the micro batch", "global_batch_size": "the global batch",
+    "train_iters": "the iteration count", "tensor_model_parallel_size": "TP",
+    "pipeline_model_parallel_size": "PP", "precision": "the precision", "recompute": "RECOMPUTE",
+    "fsdp": "FSDP", "mock_data": "MOCK_DATA", "tokenizer": "TOKENIZER_MODEL",
+}
+
+
+def likely_cause(launcher: str, script: str, param: str) -> str:
+    """Why `param` may differ, for launcher `launcher` (a family name or `primus`) run through `script`."""
+    known = family_cause(launcher, param) or LAUNCHER_CAUSES.get(launcher, {}).get(param)
+    if known:
+        return known.format(script=script)
+    return f"{script} did not pass {VARIABLE.get(param, param)} through to the trainer as the wrapper set it"
+
+
+# What a string under a bool argument turns on when Megatron reads it by truthiness.
+STRING_ON = {"use_torch_fsdp2": "FSDP2 is on", "use_custom_fsdp": "custom FSDP is on",
+             "use_megatron_fsdp": "Megatron FSDP is on", "mock_data": "mock data is on"}
+STRING_SOURCE = {
+    "primus": "Primus sets an override or YAML value as its parser left it: a spelling this version keeps "
+              "as text (docs/primus_overrides.md); pass True, False, None or a plain number",
+}
+
+
+def string_cause(launcher: str, script: str, name: str, text: str) -> str:
+    """Why a typed argument that reached the trainer as text `text` is not what it looks like."""
+    if name == "recompute_granularity":
+        effect = (f"{text!r} is the string {text!r}, not None: Megatron's TransformerConfig raises "
+                  f"'When using recompute_granuarlity: {text} must be \"full\"or \"selective\".' at start")
+    elif name in STRING_ON:
+        effect = (f"{text!r} is the string {text!r}, which is true in Python: {STRING_ON[name]}" if text else
+                  "'' is the empty string, which is false in Python")
+    else:
+        effect = f"{text!r} is the string {text!r}, not a number Megatron can use"
+    source = STRING_SOURCE.get(launcher, f"{script} passed it to the trainer as text")
+    return f"{effect} ({source})"
+
+
+# --- the check as a stage record stores it, and back (the report reads this) ---------------------
+KEY = "effective_config"
+MISMATCHES = "config_mismatches"
+WARNINGS = "config_warnings"
+
+
+def effective_record(check: ConfigCheck | None, warnings: list[str] | None = None) -> dict[str, Any]:
+    """`record.data` entries: the effective config (None: no dump), every mismatch, any warning."""
+    data: dict[str, Any] = {KEY: check.effective.to_dict() if check and check.effective else None,
+                            MISMATCHES: [m.to_dict() for m in check.mismatches] if check else []}
+    if warnings:
+        data[WARNINGS] = list(warnings)
+    return data
+
+
+def effective_of(data: Mapping[str, Any]) -> EffectiveConfig | None:
+    """The EffectiveConfig a record holds, or None (no dump, an older record, a damaged file)."""
+    stored = data.get(KEY)
+    return EffectiveConfig.from_dict(stored) if isinstance(stored, dict) else None
+
+
+def mismatches_of(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    stored = data.get(MISMATCHES)
+    return ([m for m in stored if isinstance(m, dict) and isinstance(m.get("param"), str)]
+            if isinstance(stored, list) else [])
+
+
+def effective_facts(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Report rows: what the trainer ran (one line) and whether it matched the plan."""
+    if KEY not in data:
+        return []  # a record from before the check existed, or a stage that never ran a job
+    effective = effective_of(data)
+    if effective is None:
+        return [("Trainer ran", "not stated: no arguments dump in the log (not checked)")]
+    mismatches = mismatches_of(data)
+    check = ("as asked" if not mismatches else
+             "; ".join(f"{m['param']} {m.get('actual')} != {m.get('asked')} ({m.get('cause', '')})"
+                       for m in mismatches))
+    return [("Trainer ran", describe(effective)), ("Config check", check)]
+
+
+def describe(e: EffectiveConfig) -> str:
+    """`16 GPUs (2 nodes), MBS 4, GBS 128, seq 8192, 20 iters, TP 1, PP 1, FP8 (delayed), ...`."""
+    parts = []
+    if e.world_size is not None:
+        parts.append(f"{e.world_size} GPUs" + (f" ({e.nnodes} node{'s' if e.nnodes != 1 else ''})" if e.nnodes else ""))
+    for label, value in (("MBS", e.micro_batch_size), ("GBS", e.global_batch_size), ("seq", e.seq_length),
+                         ("iters", e.train_iters), ("exit interval", e.exit_interval),
+                         ("TP", e.tensor_model_parallel_size), ("PP", e.pipeline_model_parallel_size),
+                         ("CP", e.context_parallel_size), ("EP", e.expert_model_parallel_size)):
+        if value is not None:
+            parts.append(f"{label} {value}")
+    if e.precision:
+        parts.append(e.precision + (f" ({e.fp8_recipe})" if e.fp8_recipe else ""))
+    if e.recompute is not None:
+        parts.append(f"recompute {e.recompute}")
+    if e.fsdp is not None:
+        parts.append(f"FSDP {'on' if e.fsdp else 'off'}")
+    if e.mock_data is not None:
+        parts.append("mock data" if e.mock_data else "real data")
+    if e.tokenizer:
+        parts.append(f"tokenizer {e.tokenizer}")
+    return ", ".join(parts)

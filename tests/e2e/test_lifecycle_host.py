@@ -114,7 +114,7 @@ def test_a_final_loss_above_the_target_fails_the_metric_stage(reports, tmp_path)
 
 
 def test_the_demo_as_annotated_toml_runs_the_same(reports, tmp_path):
-    from cvs_tasks.config.annotate import annotated_toml
+    from cvs_tasks.config.templates import annotated_toml
 
     cfg = json.loads(edited_config(DEMO, tmp_path, lambda c: None).read_text())
     toml_config = tmp_path / "demo_host.toml"

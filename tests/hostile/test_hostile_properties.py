@@ -140,8 +140,7 @@ def _job(**changes):
     ("run_id", "r1\ntouch x #"), ("run_id", ".."), ("run_id", "a/b"),
 ])
 def test_a_job_with_a_hostile_name_is_never_built(backend, field, value):
-    from cvs_tasks.jobs.launch import build_launch
-    from cvs_tasks.jobs.spec import JobSetupError
+    from cvs_tasks.jobs.spec import JobSetupError, build_launch
 
     with pytest.raises(JobSetupError):
         build_launch(_job(backend=backend, **{field: value}), experiment="examples/x.yaml")
@@ -153,7 +152,7 @@ def test_free_text_in_train_params_cannot_add_a_line_to_the_wrapper(text):
     """Whatever megatron_root holds (it is written into a `cd`, an echo and the launch line), the
     script parses and its top-level commands are the same as with a plain path: the text stays
     inside quoted words."""
-    from cvs_tasks.jobs.launch import build_launch
+    from cvs_tasks.jobs.spec import build_launch
 
     def commands(root: str) -> list[str]:
         job = _job(train_params={**_job().train_params, "megatron_root": root})

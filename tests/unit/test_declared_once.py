@@ -117,13 +117,13 @@ def test_no_backend_or_runtime_name_is_compared_outside_its_declaration():
     assert len(files) > 100
     problems = misplaced([(_relative(str(f)), f.read_text(encoding="utf-8")) for f in files])
     assert not problems, ("compare the backend's or runtime's property, not its name "
-                          "(cvs_tasks/backends, cvs_tasks/runtimes.py):\n" + "\n".join(problems))
+                          "(cvs_tasks/backends.py, cvs_tasks/runtimes.py):\n" + "\n".join(problems))
 
 
 def test_every_declared_name_has_one_home():
     declared = declarations()
-    assert declared["megatron"] == "cvs_tasks/backends/megatron.py"
-    assert declared["primus"] == "cvs_tasks/backends/primus.py"
+    assert declared["megatron"] == "cvs_tasks/jobs/megatron.py"
+    assert declared["primus"] == "cvs_tasks/jobs/primus.py"
     assert {declared[n] for n in ("docker", "host", "pyxis")} == {"cvs_tasks/runtimes.py"}
 
 
@@ -168,8 +168,8 @@ def f(x):
 
 def test_a_comparison_outside_its_declaration_is_named_with_file_and_line():
     branch = 'def stray(job):\n    """One backend."""\n    return job.backend == "primus"\n'
-    assert misplaced([("cvs_tasks/jobs/launch.py", branch)]) == ["cvs_tasks/jobs/launch.py:3: 'primus'"]
-    assert misplaced([("cvs_tasks/backends/primus.py", branch)]) == []  # its own declaration
+    assert misplaced([("cvs_tasks/jobs/spec.py", branch)]) == ["cvs_tasks/jobs/spec.py:3: 'primus'"]
+    assert misplaced([("cvs_tasks/jobs/primus.py", branch)]) == []  # its own declaration
     assert misplaced([("cvs_tasks/metrics/summary.py", branch)]) == []  # the log dialect of that name
     pids = 'kill = runtime not in ("host", "pyxis")\n'
     assert misplaced([("cvs_tasks/metrics/summary.py", pids)]) == ["cvs_tasks/metrics/summary.py:1: 'host'",

@@ -21,13 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "cvs_tasks"
 
 DEFERRED: dict[frozenset[str], str] = {
-    frozenset({"cvs_tasks.config", "cvs_tasks.jobs", "cvs_tasks.remote"}):
-        "config.readiness asks the image and the nodes (jobs.contracts, remote.connect, remote.launcher "
-        "inside check_ready) while jobs and remote read config's errors, sweep and container defaults",
     frozenset({"cvs_tasks.remote.check", "cvs_tasks.remote.fingerprint"}):
         "remote.fingerprint imports remote.check inside a function",
-    frozenset({"cvs_tasks.remote.container", "cvs_tasks.remote.pyxis"}):
-        "remote.pyxis imports remote.container inside a function",
     frozenset({"cvs_tasks.lifecycle.jobspec", "cvs_tasks.lifecycle.setup_stages"}):
         "lifecycle.jobspec imports lifecycle.setup_stages inside a function",
     frozenset({"cvs_tasks.lifecycle.diagnose", "cvs_tasks.lifecycle.flow"}):

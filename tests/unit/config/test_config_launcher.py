@@ -14,10 +14,17 @@ from config_helpers import FP8, minimal_config, minimal_thresholds
 
 from cvs_tasks.config import load_cluster, load_suite
 from cvs_tasks.config.errors import ConfigError
-from cvs_tasks.config.readiness import check_launcher
-from cvs_tasks.jobs.contracts import launcher_findings, launcher_needs, scripts_to_probe
-from cvs_tasks.jobs.launcher_probe import MARK, ProbeAnswer, ScriptFacts, parse_links, parse_scripts
-from cvs_tasks.plan import make_plan
+from cvs_tasks.jobs.contracts import (
+    MARK,
+    ProbeAnswer,
+    ScriptFacts,
+    launcher_findings,
+    launcher_needs,
+    parse_links,
+    parse_scripts,
+    scripts_to_probe,
+)
+from cvs_tasks.plan import check_launcher, make_plan
 from cvs_tasks.remote.launcher import NO_IMAGE, probe_commands, probe_launcher
 from cvs_tasks.remote.testing import ScriptedHosts
 

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from cvs_tasks.config.errors import ConfigError
-from cvs_tasks.config.files import read_object
+from cvs_tasks.config.errors import ConfigError, read_object
 from cvs_tasks.inputs import InputRefused, parse_json, parse_toml
 from cvs_tasks.run.rundir import load_record_file
 

@@ -21,8 +21,8 @@ from cvs_tasks.config import (
     parse_cluster,
     template_toml,
 )
-from cvs_tasks.config.annotate import annotated_toml
 from cvs_tasks.config.placeholders import strip_comments
+from cvs_tasks.config.templates import annotated_toml
 from cvs_tasks.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[3]

@@ -2,8 +2,7 @@
 
 import pytest
 
-from cvs_tasks.health import classify_line, scan_kernel_lines
-from cvs_tasks.health.kernel import line_time
+from cvs_tasks.health import classify_line, line_time, scan_kernel_lines
 
 FAULTS = [
     ("[ 8123.456789] amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!", "gpu_reset"),

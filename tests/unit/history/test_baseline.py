@@ -7,7 +7,7 @@ import pytest
 from cvs_tasks.config.thresholds import ThresholdSpec
 from cvs_tasks.history import entry_from_run, record_run
 from cvs_tasks.history.baseline import BaselineSettings, GateContext, baseline_rows, judge, merge_rows, split_cell
-from cvs_tasks.judge.thresholds import evaluate, unit_for
+from cvs_tasks.judge.kinds import evaluate, unit_for
 from tests.unit.history.damage import DAMAGE, damage, healthy_bytes, root_ignores_permissions
 from tests.unit.history.runs import COMBO, make_run
 

@@ -16,14 +16,13 @@ from cvs_tasks.config.readiness import check_ready, is_gated
 from cvs_tasks.config.sweep import KNOWN_PRECISIONS
 from cvs_tasks.families import FAMILIES, Family, ModelSize, megatron_family, model_size_of
 from cvs_tasks.jobs import build_launch, local_tokenizer_path, needs_local_tokenizer, tokenizer_download_command
-from cvs_tasks.judge.thresholds import evaluate
+from cvs_tasks.judge.kinds import evaluate
 from cvs_tasks.lifecycle.gate_stages import actual_metrics
 from cvs_tasks.metrics import LogParser, flops
 from cvs_tasks.report.render import render_all
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.rundir import RunDir
-from cvs_tasks.verify.causes import VARIABLE
-from cvs_tasks.verify.compare import asked_from_job, check_effective
+from cvs_tasks.verify.compare import VARIABLE, asked_from_job, check_effective
 from cvs_tasks.verify.effective import EffectiveConfig
 from tests.filled_templates import filled
 

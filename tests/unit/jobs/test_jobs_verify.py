@@ -7,7 +7,7 @@ import dataclasses
 from jobs_factory import make_job, with_params
 
 from cvs_tasks.verify import EffectiveConfig, asked_from_job, check_effective, effective_from_arguments
-from cvs_tasks.verify.record import effective_of, effective_record, mismatches_of
+from cvs_tasks.verify.compare import effective_of, effective_record, mismatches_of
 
 DUMP = {
     "world_size": "16", "micro_batch_size": "4", "global_batch_size": "128", "seq_length": "8192",
@@ -114,7 +114,7 @@ def test_the_record_round_trips_and_survives_a_damaged_file():
 
 def test_the_report_rows_say_what_ran_and_what_differed():
     from cvs_tasks.report.html import training_facts
-    from cvs_tasks.verify.record import effective_facts
+    from cvs_tasks.verify.compare import effective_facts
 
     check = check_effective(asked_from_job(_job(), 8), effective_from_arguments({**DUMP, "seq_length": "2048"}, 8))
     details = {"last_step": 20, "planned": 20, "completed": True, **effective_record(check)}

@@ -10,7 +10,7 @@ from test_jobs_watch import Node, iteration, watch_checked
 
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.verify import asked_from_job, check_effective, effective_from_arguments
-from cvs_tasks.verify.record import effective_of, effective_record
+from cvs_tasks.verify.compare import effective_of, effective_record
 
 ARGS = {"world_size": "8", "micro_batch_size": "4", "global_batch_size": "128", "seq_length": "8192",
         "train_iters": "20", "tensor_model_parallel_size": "1", "pipeline_model_parallel_size": "1",

@@ -13,7 +13,7 @@ from typing import Any
 
 from cvs_tasks.lifecycle.gate_stages import metric
 from cvs_tasks.lifecycle.session import RunRequest, open_session
-from cvs_tasks.metrics.logfile import parse_file
+from cvs_tasks.metrics.parser import parse_file
 from cvs_tasks.report.render import render_all
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.stages import METRIC

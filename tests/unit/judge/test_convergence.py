@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cvs_tasks.judge.convergence import convergence_row, judge_convergence, seconds_until
+from cvs_tasks.judge.loss import convergence_row, judge_convergence, seconds_until
 from cvs_tasks.metrics import LogParser
 
 # docs/reference_suite.md#convergence: losses 12.2, 11.9, ... at -0.3 per step, step 1 takes 9 s, the rest 0.5 s

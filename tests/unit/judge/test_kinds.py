@@ -10,7 +10,7 @@ import pytest
 from cvs_tasks.config.thresholds import ThresholdSpec, load_threshold_file
 from cvs_tasks.history.calibrate import calibrated_kind
 from cvs_tasks.judge import kinds
-from cvs_tasks.judge.thresholds import evaluate
+from cvs_tasks.judge.kinds import evaluate
 from cvs_tasks.metrics import catalog
 
 STEP, TOKENS, MEM = "training.elapsed_time_per_iteration", "training.tokens_per_gpu", "training.mem_usage"

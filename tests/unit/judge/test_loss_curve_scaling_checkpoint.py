@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from cvs_tasks.jobs.checkpoint import last_checkpoint_step
-from cvs_tasks.judge.checkpoint import checkpoint_continuity
-from cvs_tasks.judge.loss_curve import fit_loss_curve, sample_curve
+from cvs_tasks.judge.loss import checkpoint_continuity, fit_loss_curve, sample_curve
 from cvs_tasks.judge.scaling import scaling_efficiency
 from cvs_tasks.metrics import Iteration, parse_file, warmup_cutoff
 
@@ -69,7 +68,7 @@ def test_checkpoint_logs_end_to_end():
 
 
 def test_a_resumed_curve_warms_up_from_its_own_first_step():
-    from cvs_tasks.judge.loss_curve import curve_warmup_cutoff
+    from cvs_tasks.judge.loss import curve_warmup_cutoff
 
     # fresh: 20 planned from step 1 -> the first 2 steps are warm-up
     assert curve_warmup_cutoff(range(1, 21), 20, 20) == 2

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cvs_tasks.config import ThresholdSpec, load_threshold_file
+from cvs_tasks.judge.kinds import evaluate
 from cvs_tasks.judge.memory import METRIC, explain, ungated_specs
-from cvs_tasks.judge.thresholds import evaluate
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = {METRIC: ThresholdSpec(kind="max", value=0.85, optional=True),

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from judged_run import BF16, FP8, LOG, judged_demo_run, report_row, threshold_file
 
-from cvs_tasks.config.annotate import annotated_toml
+from cvs_tasks.config.templates import annotated_toml
 from cvs_tasks.config.thresholds import load_threshold_file
 from cvs_tasks.history.baseline import BaselineSettings, judge
 from cvs_tasks.history.calibrate import calibrated_file
 from cvs_tasks.metrics import catalog
-from cvs_tasks.metrics.logfile import parse_file
+from cvs_tasks.metrics.parser import parse_file
 
 NAME = "training.lm_loss_mean"
 ROW = catalog.Metric(NAME, "nats", "Mean language-model loss of the steady-state steps.", catalog.LOWER,

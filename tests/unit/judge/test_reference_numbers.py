@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from cvs_tasks.judge.kinds import evaluate, unit_for
 from cvs_tasks.judge.reference import SUFFIX, reference_numbers, with_reference_rows
-from cvs_tasks.judge.thresholds import evaluate, unit_for
 from cvs_tasks.metrics import Iteration, parse_file
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

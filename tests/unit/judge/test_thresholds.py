@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cvs_tasks.judge.thresholds import evaluate, format_expected
+from cvs_tasks.judge.kinds import evaluate, format_expected
 
 
 @dataclass

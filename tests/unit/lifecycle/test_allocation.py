@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cvs_tasks.config.scheduler import SchedulerSpec
+from cvs_tasks.config.cluster import SchedulerSpec
 from cvs_tasks.errors import BadInput
 from cvs_tasks.lifecycle.allocation import judged_bad, request_of
 from cvs_tasks.plan import check_scheduled_runtime

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cvs_tasks.judge.reference import SUMMARY_LABELS
 from cvs_tasks.metrics import catalog, grammar, runstats
-from cvs_tasks.metrics.logfile import parse_file
+from cvs_tasks.metrics.parser import parse_file
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

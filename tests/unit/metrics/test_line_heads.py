@@ -7,7 +7,7 @@ import random
 import pytest
 
 from cvs_tasks.inputs import InputRefused
-from cvs_tasks.metrics.logfile import line_heads
+from cvs_tasks.metrics.parser import line_heads
 
 
 def _expected(data: bytes, keep: int, first: int) -> list[tuple[int, bytes]]:

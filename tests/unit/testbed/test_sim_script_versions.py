@@ -10,7 +10,7 @@ import subprocess
 from simrun import WORKSPACE, megatron_cmd, run_sim, sim_env
 
 from cvs_tasks.families import megatron_family
-from cvs_tasks.jobs.launcher_probe import parse_scripts, script_probe_command
+from cvs_tasks.jobs.contracts import parse_scripts, script_probe_command
 
 OLD = ["bash", str(WORKSPACE / "Megatron-LM-v25.3" / "examples" / "llama" / "train_llama3.sh")]
 

@@ -1,4 +1,4 @@
-"""Training backends (Megatron-LM, Primus, ...): each one object, declared in its own module.
+"""Training backends (Megatron-LM, Primus, ...): the ``Backend`` interface and its registry.
 
 A backend is everything the harness knows that differs between trainers: which images it runs,
 how a job's launch is built, whether the tokenizer stage may download a file for it, whether its
@@ -9,12 +9,16 @@ the checkpoint test applies. Code elsewhere asks the backend (``get(name)``) ins
 its name; a new backend is one module that subclasses ``Backend`` and calls ``register``
 (``tests/unit/test_backend_added.py`` adds one and runs the whole lifecycle with it).
 
-The config layer reads this registry, so the package imports nothing of the harness when it is
-loaded: a backend's methods import what they call when they are called.
+Layers: the config layer asks this registry which backend an image is, so this module imports
+nothing of the harness. A shipped backend is one module in the jobs layer, next to the launch it
+builds (``cvs_tasks/jobs/megatron.py``, ``cvs_tasks/jobs/primus.py``), and imports what it uses;
+the registry names those modules (``SHIPPED``, as ``"module:object"``, the way ``runtimes`` names
+its container classes) and loads them the first time it is asked.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -84,11 +88,30 @@ class Backend(ABC):
         return f"<backend {self.name}>"
 
 
+SHIPPED: tuple[str, ...] = ("cvs_tasks.jobs.megatron:MEGATRON", "cvs_tasks.jobs.primus:PRIMUS")
+"""The backends that come with the harness, in registration (and so detection) order."""
+
 _REGISTRY: dict[str, Backend] = {}
+_shipped_loaded = False
 
 
-def register(backend: Backend) -> Backend:
-    """Add a backend; a second one under the same name, or a second fallback, is a programming error."""
+def named(reference: str) -> Any:
+    """The object a ``"module:name"`` reference names (the module is imported now)."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _registry() -> dict[str, Backend]:
+    """Every registered backend, the shipped ones first (loaded on the first call)."""
+    global _shipped_loaded
+    if not _shipped_loaded:
+        _shipped_loaded = True  # first: a shipped module that asks while it loads sees what is there so far
+        for reference in SHIPPED:
+            _add(named(reference))
+    return _REGISTRY
+
+
+def _add(backend: Backend) -> Backend:
     if backend.name in _REGISTRY:
         raise ValueError(f"backend {backend.name!r} is already registered")
     if backend.fallback and any(b.fallback for b in _REGISTRY.values()):
@@ -97,38 +120,44 @@ def register(backend: Backend) -> Backend:
     return backend
 
 
+def register(backend: Backend) -> Backend:
+    """Add a backend; a second one under the same name, or a second fallback, is a programming error."""
+    _registry()
+    return _add(backend)
+
+
 def unregister(name: str) -> None:
     """Drop a backend (tests that add one take it away again)."""
-    _REGISTRY.pop(name, None)
+    _registry().pop(name, None)
 
 
 def names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+    return tuple(_registry())
 
 
 def all_backends() -> tuple[Backend, ...]:
-    return tuple(_REGISTRY.values())
+    return tuple(_registry().values())
 
 
 def find(name: str) -> Backend | None:
-    return _REGISTRY.get(name)
+    return _registry().get(name)
 
 
 def get(name: str) -> Backend:
     """The backend called ``name``; BadInput (exit 2) naming the known ones otherwise."""
-    backend = _REGISTRY.get(name)
+    backend = _registry().get(name)
     if backend is None:
         raise BadInput(f"unknown backend {name!r} (known: {', '.join(names())})")
     return backend
 
 
 def fallback() -> Backend:
-    return next(b for b in _REGISTRY.values() if b.fallback)
+    return next(b for b in _registry().values() if b.fallback)
 
 
 def backend_for_image(image: str) -> Backend:
     """The first registered backend that claims ``image``, else the fallback."""
-    for backend in _REGISTRY.values():
+    for backend in _registry().values():
         if not backend.fallback and backend.matches(image):
             return backend
     return fallback()
@@ -136,13 +165,9 @@ def backend_for_image(image: str) -> Backend:
 
 def for_dialect(dialect: str | None) -> Backend | None:
     """The first registered backend whose logs are written in ``dialect``."""
-    return next((b for b in _REGISTRY.values() if b.dialect == dialect), None) if dialect else None
+    return next((b for b in _registry().values() if b.dialect == dialect), None) if dialect else None
 
 
 def labels_with(attribute: str) -> str:
     """``"Primus"`` or ``"A / B"``: the labels of the backends that have ``attribute`` set."""
-    return " / ".join(b.label for b in _REGISTRY.values() if getattr(b, attribute)) or "no backend"
-
-
-# The shipped backends register themselves; each module is the one place its facts live.
-from cvs_tasks.backends import megatron, primus  # noqa: E402,F401  (registration order: detection order)
+    return " / ".join(b.label for b in _registry().values() if getattr(b, attribute)) or "no backend"
