@@ -33,6 +33,7 @@ def _training(session: Session, combo: str) -> tuple[dict | None, StageRecord | 
 def actual_metrics(data: dict) -> dict[str, float | None]:
     actuals = dict(data.get("metrics", {}))
     actuals["training.scaling_efficiency_pct"] = data.get("scaling_efficiency_pct")
+    actuals["training.tflops_recomputed"] = data.get("tflops_recomputed")
     if data.get("steps_to_target") is not None:
         actuals["training.steps_to_target"] = data.get("steps_to_target")
         actuals["training.time_to_target_seconds"] = data.get("time_to_target_seconds")

@@ -70,8 +70,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("training.time_to_target_seconds", "s", "Training seconds until that step.", LOWER),
     Metric("training.step_time_p50_ms", "ms", "Median step time in ms.", LOWER, "ms", P50),
     Metric("training.step_time_p95_ms", "ms", "95th percentile step time in ms.", LOWER, "ms", P95, calibrate=True),
-    Metric("training.lm_loss", "-", "Language-model loss."),
-    Metric("training.grad_norm", "-", "Gradient norm."),
+    Metric("training.lm_loss", "-", "Language-model loss: mean of the steady-state steps.", LOWER, "loss", MEAN),
+    Metric("training.grad_norm", "-", "Gradient norm: mean of the steady-state steps.", LOWER, "grad_norm", MEAN),
     Metric("training.tflops_recomputed", "TFLOP/s/GPU",
            "TFLOP/s per GPU recomputed from tokens/s with the harness's FLOPs formula.", HIGHER, speed_gate=True),
 )

@@ -53,3 +53,15 @@ def test_roles():
                                      "training.scaling_efficiency_pct"}
     assert [m.name for m in catalog.METRICS if m.optional] == ["training.mem_usage"]
     assert catalog.unit("training.nope") == "-" and catalog.get("training.nope") is None
+
+
+def test_every_metric_a_threshold_may_name_has_a_value_to_judge():
+    """A name the schema accepts but no record fills would fail every gate on it as 'missing'."""
+    from cvs_tasks.lifecycle.gate_stages import actual_metrics
+    from cvs_tasks.metrics.parser import parse_file
+
+    parser = parse_file(Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "megatron_rocm_fork.log")
+    data = {"metrics": parser.metrics(), "tflops_recomputed": parser.tflops_recomputed(),
+            "scaling_efficiency_pct": 91.0, "steps_to_target": 5, "time_to_target_seconds": 12.0}
+    actuals = actual_metrics(data)
+    assert [name for name in catalog.names() if actuals.get(name) is None] == []
