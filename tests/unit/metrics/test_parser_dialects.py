@@ -134,7 +134,8 @@ def test_rocm_summary_lines_fill_metrics_when_no_iterations_are_left():
     assert parser.metrics() == {
         "training.throughput_per_gpu": 429.4, "training.tokens_per_gpu": 7416.7,
         "training.elapsed_time_per_iteration": 17671.55, "training.mem_usage": 0.8731,
-        "training.step_time_p50_ms": None, "training.step_time_p95_ms": None}
+        "training.step_time_p50_ms": None, "training.step_time_p95_ms": None,
+        "training.lm_loss": None, "training.grad_norm": None}
     assert parser.dialect == "megatron"
 
 
