@@ -20,11 +20,13 @@ do (``invoke metric`` after a finished run launches nothing; ``stage_task``, ``n
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Sequence
 
 from invoke import Call, Collection, Executor, Task, task
 from invoke.exceptions import Exit
 
+from cvs_tasks.demo import fault_help
 from cvs_tasks.run.rundir import RunRequest
 from cvs_tasks.run.stages import TRAINING, Stage, table
 from cvs_tasks.run.stages import stage as stage_row
@@ -188,16 +190,32 @@ def all_(c, config=None, cluster=None, run=None, suite=None, force=False, dry_ru
         raise Exit(code=code)
 
 
-@task(help={"reports_dir": HELP["reports_dir"], "run": "Run id or path (default: a new run)"})
-def demo(c, run=None, reports_dir=None):
+@task(help={"reports_dir": HELP["reports_dir"], "run": "Run id or path (default: a new run)", "fault": fault_help()})
+def demo(c, run=None, reports_dir=None, fault=None):
     """The whole lifecycle on this machine: simulated trainer, host runtime, localhost; ends in a report."""
     from cvs_tasks.templates import template_dir
 
     config = template_dir("configs") / "testbed" / "demo_host.json"
     cluster = template_dir("cluster") / "localhost.json"
-    code = _run_all(request(c, str(config), str(cluster), run, None, False, False, reports_dir, new=run is None))
+    req = request(c, str(config), str(cluster), run, None, False, False, reports_dir, new=run is None)
+    if fault:
+        req = replace(req, config=_demo_fault_config(config, fault, req.reports_root))
+    code = _run_all(req)
     if code:
         raise Exit(code=code)
+
+
+def _demo_fault_config(config, name: str, reports_root) -> str:
+    """The demo config with the fault ``name`` injected, written under the reports folder (the
+    shipped one is never edited); an unknown name is exit 2 with the choices."""
+    from cvs_tasks.demo import fault_named, write_faulted_config
+
+    with user_errors():
+        fault = fault_named(name)
+        written, combo = write_faulted_config(config, fault, reports_root / "demo-configs")
+    echo(f"demo: fault {fault.name} in combo {combo} (SIM_FAULT={fault.sim_fault}): {fault.shows}",
+         f"demo: config {written}")
+    return str(written)
 
 
 @task(help={k: v for k, v in NO_COMBO.items() if k not in ("force", "dry_run")})

@@ -30,14 +30,21 @@ README = ROOT / "README.md"
 # The lifecycle tasks a dry run applies to (each takes --dry-run).
 DRY_TASKS = {"all", "container", "tokenizer", "smoke", "checkpoint", "train", "metric", "loss", "teardown"}
 
-# README command -> how it is run: "real", "dry" (--dry-run after every lifecycle task),
-# or "skip: <why>". Substitutions for placeholders (RUN_A, C, K, testbed paths) are in `_prepare`.
+# README command -> how it is run: "real", "dry" (--dry-run after every lifecycle task), "testbed"
+# (the testbed block), "quick start" (only by the tests of the first screen, which run its sections
+# as written, before and after the edits they ask for) or "skip: <why>".
 HOW = {
+    "pip install -e .": "skip: the install this test runs from (.ci/run installs '.[test]', which includes it)",
     "pip install -e '.[test]'": "skip: .ci/run runs this install before the tests",
     "python3 -m pytest": "skip: the command running this test",
     "invoke demo": "real",
+    "invoke demo --fault oom": "quick start",
     "invoke config.list --filter llama-3.1-8b": "real",
     "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/8b_single.json --with-thresholds": "real",
+    "invoke config.copy cluster.json --output site/cluster.json": "real",
+    "invoke config.validate --config site/8b_single.json --cluster site/cluster.json": "quick start",
+    "invoke cluster.trust --cluster site/cluster.json": "quick start",
+    "invoke all --config site/8b_single.json --cluster site/cluster.json": "quick start",
     "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/ --with-thresholds --format toml": "real",
     "invoke all --config site/8b_single.json --cluster cluster.json": "dry",
     "invoke container smoke --config site/8b_single.json --cluster cluster.json": "dry",
@@ -62,6 +69,7 @@ EXPECT = {
     "invoke config.list --filter llama-3.1-8b": "mi3xx_megatron_llama-3.1-8b_single.json",
     "invoke config.copy mi3xx_megatron_llama-3.1-8b_single.json --output site/ --with-thresholds --format toml":
         "wrote site/mi3xx_megatron_llama-3.1-8b_single.toml",
+    "invoke config.copy cluster.json": "wrote site/cluster.json",
     "invoke config.copy": "wrote site/8b_single.json",
     "invoke all --config site/8b_single.json": "[dry-run]",
     "invoke container smoke": "[dry-run]",
@@ -89,6 +97,13 @@ def readme_commands(text: str) -> list[str]:
             if line and not line.startswith("#"):
                 commands.extend(part.strip() for part in line.split(" ; "))
     return commands
+
+
+def section(text: str, heading: str) -> str:
+    """The README's ``## heading`` section, up to the next ``## `` heading."""
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
+    assert match, f"README.md has no section '## {heading}'"
+    return match.group(1)
 
 
 def test_every_readme_command_has_a_row():
@@ -165,7 +180,7 @@ def test_readme_commands_run(scratch):
         if HOW[command] == "dry":
             argv = _with_dry_run(argv)
         _check(command, _run(argv, cwd, chained if "--config" not in argv else env))
-        if argv[:2] == ["invoke", "config.copy"]:
+        if argv[:2] == ["invoke", "config.copy"] and argv[2] != "cluster.json":
             fill(cwd / "site" / "8b_single.json", template=argv[2])  # what the README asks: replace every <changeme>
 
 
@@ -187,3 +202,96 @@ def test_readme_testbed_commands_run(scratch, testbed_cluster):
         if argv[:2] == ["invoke", "testbed.down"]:
             argv += ["--state-dir", str(cwd / "no-testbed-here")]
         _check(command, _run(argv, ROOT, env, timeout=600))
+
+
+# -- the first screen: set up, the demo, the quick start on a real cluster -------------------------
+SET_UP = "Set up and try it"
+QUICK_START = "Quick start on a real cluster"
+
+
+def test_the_first_screen_installs_without_the_test_extras_and_shows_the_report():
+    """What an ops reader sees first: the install for use (no test extras), the demo, the picture;
+    the test command only in the developers' section."""
+    text = README.read_text(encoding="utf-8")
+    first = text[:text.index(f"## {QUICK_START}")]
+    assert readme_commands(section(text, SET_UP)) == ["pip install -e .", "invoke demo", "invoke demo --fault oom"]
+    assert "](docs/report-screenshot.png)" in first and (ROOT / "docs" / "report-screenshot.png").is_file()
+    assert "[test]" not in first and "pytest" not in first
+    developers = section(text, "For developers")
+    assert "pip install -e '.[test]'" in developers and "python3 -m pytest" in developers
+
+
+def _quick_start(text: str) -> tuple[list[str], list[str]]:
+    """The quick start's commands: (up to the last `config.copy`, the rest: after the edits it asks for)."""
+    commands = readme_commands(section(text, QUICK_START))
+    last_copy = max(i for i, c in enumerate(commands) if c.startswith("invoke config.copy"))
+    return commands[:last_copy + 1], commands[last_copy + 1:]
+
+
+def _edit_the_cluster_file(site: Path) -> None:
+    """Step 2 for the cluster file: one node for a `_single` config (a loopback address nobody
+    listens on: only a dry run goes near it)."""
+    cluster = json.loads((site / "cluster.json").read_text())
+    cluster["node_dict"] = {"127.0.0.9": {}}
+    (site / "cluster.json").write_text(json.dumps(cluster))
+
+
+def test_readme_quick_start_runs_as_written(scratch):
+    """The quick start's commands in order, as typed. Before the edits the README asks for, the
+    commands after the copies exit 2 listing each <changeme> left with its file and field, and
+    nothing runs; after them `config.validate` prints the resolved suite and `invoke all` runs
+    (here as a dry run: there is no cluster). `cluster.trust` needs a node that answers SSH:
+    the testbed's tests record keys for real."""
+    cwd, env = scratch
+    copies, after_edit = _quick_start(README.read_text(encoding="utf-8"))
+    assert [c.split()[1] for c in after_edit] == ["config.validate", "cluster.trust", "all"]
+    for command in copies:
+        assert HOW[command] == "real", command
+        _check(command, _run(shlex.split(command), cwd, env))
+    for command in after_edit:
+        proc = _run(shlex.split(command), cwd, env)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 2, f"`{command}` exited {proc.returncode} before the edits:\n{output[-3000:]}"
+        assert "<changeme>" in output and "site/cluster.json" in output and "node_dict" in output, output
+    assert not (cwd / "reports").exists(), "a command ran before the <changeme> values were replaced"
+
+    _edit_the_cluster_file(cwd / "site")  # half done: now the config's own <changeme> values are named
+    proc = _run(shlex.split(after_edit[0]), cwd, env)
+    assert proc.returncode == 2 and "config error in site/8b_single.json" in proc.stderr, proc.stdout + proc.stderr
+    assert "container.image: still '<changeme>'" in proc.stderr, proc.stderr
+
+    template = next(shlex.split(c)[2] for c in copies if ".json --output site/8b_single.json" in c)
+    fill(cwd / "site" / "8b_single.json", template=template)
+    for command in after_edit:
+        argv = shlex.split(command)
+        if argv[1] == "cluster.trust":
+            continue
+        proc = _run(_with_dry_run(argv), cwd, env)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"`{command}` exited {proc.returncode} after the edits:\n{output[-3000:]}"
+        assert ("OK: the config is valid" if argv[1] == "config.validate" else "[dry-run]") in output, output
+    assert "suite      single" in _run(shlex.split(after_edit[0]), cwd, env).stdout
+
+
+@pytest.mark.testbed  # the slow tier: two whole demo runs
+def test_readme_set_up_demo_lines_run_as_written(scratch):
+    """`invoke demo` ends in reports/latest/report.html with a PASS; `invoke demo --fault oom` in a
+    failing report that opens with the OOM, and exit 1."""
+    cwd, env = scratch
+    demo_lines = [c for c in readme_commands(section(README.read_text(encoding="utf-8"), SET_UP))
+                  if c.startswith("invoke demo")]
+    assert demo_lines == ["invoke demo", "invoke demo --fault oom"]
+    passing = _run(shlex.split(demo_lines[0]), cwd, env)
+    _check(demo_lines[0], passing)
+    report = cwd / "reports" / "latest" / "report.html"
+    assert report.is_file() and "Report: " in passing.stdout
+    first_run = report.resolve().parent
+
+    failing = _run(shlex.split(demo_lines[1]), cwd, env)
+    output = failing.stdout + failing.stderr
+    assert failing.returncode == 1, output[-3000:]
+    assert "Verdict: FAIL" in output and "HIP out of memory" in output
+    run = report.resolve().parent
+    assert run != first_run and json.loads((run / "results.json").read_text())["verdict"] == "FAIL"
+    html = report.read_text(encoding="utf-8")
+    assert "What failed first" in html and "HIP out of memory" in html

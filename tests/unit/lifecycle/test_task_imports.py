@@ -1,5 +1,6 @@
 """Invoke imports every task module to parse any command line: they must stay light, so
-`invoke --list`, `--help` and a refused flag answer at once (README, "Design notes")."""
+`invoke --list`, `--help` and a refused flag answer at once (docs/design.md, "Task modules import the
+library when a task runs")."""
 
 from __future__ import annotations
 
