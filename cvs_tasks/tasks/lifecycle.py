@@ -190,8 +190,9 @@ ALL_HELP = dict(
                 "'not asked'",
     exitfirst="Stop after the first failed test (a combo's training or gates, the checkpoint); still tear "
               "down and report; the rest is NOT-RUN",
-    failed="Re-run what failed, errored or is NOT-RUN in --run (default: the latest run), as pytest's --lf; "
-           "forces those rows only (--force also redoes the stages that passed)")
+    failed="Re-run what failed, errored or is NOT-RUN in --run (default: the latest run), as pytest's --lf: a "
+           "FAILed combo is trained and judged again although recorded; what passed is kept (with --force, "
+           "every stage it runs is redone)")
 
 
 # `exitfirst` after `reports_dir` (-e): Invoke's automatic short flag for it is then -x, as in pytest
