@@ -187,6 +187,7 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
     recorded = any(t and t.get("recorded") for t in (training, metric, loss))
     return {
         "recorded": recorded,
+        "not_asked": not recorded and all(t is None or t.get("asked") is False for t in (training, metric, loss)),
         "combo": combo,
         "anchor": _anchor(combo),
         "stages": [

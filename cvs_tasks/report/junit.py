@@ -1,7 +1,9 @@
 """junit.xml for CI: one testcase per results.json test row, derived from that object only.
 
 A failure carries a short message (the row's reason) and, as text, the violated metrics and the
-path of the log to read, so a CI page points straight at the evidence.
+path of the log to read, so a CI page points straight at the evidence. A NOT-RUN row is an error
+when the run asked for it (interrupted, killed, stopped by ``--exitfirst``) and ``skipped`` with its
+reason when no command of the run asked for it: the suite's counts agree with the verdict.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ def junit_xml(results: Mapping[str, Any]) -> bytes:
     counts = results.get("counts", {})
     suite_name = f"cvs-tasks {results.get('suite') or 'unknown'} {results.get('backend') or 'unknown'}"
     total_time = sum(t.get("duration_s") or 0.0 for t in tests)
+    not_asked = sum(1 for t in tests if not_asked_row(t))
     attrs = {
         "name": suite_name,
         "tests": str(len(tests)),
         "failures": str(counts.get("FAIL", 0)),
-        "errors": str(counts.get("ERROR", 0) + counts.get("NOT-RUN", 0)),
-        "skipped": str(counts.get("SKIPPED", 0)),
+        "errors": str(counts.get("ERROR", 0) + counts.get("NOT-RUN", 0) - not_asked),
+        "skipped": str(counts.get("SKIPPED", 0) + not_asked),
         "time": f"{total_time:.3f}",
     }
     root = ET.Element("testsuites", {k: v for k, v in attrs.items() if k != "skipped"})
@@ -71,10 +74,16 @@ def _testcase(suite: ET.Element, test: Mapping[str, Any]) -> None:
         ET.SubElement(case, "failure", {"message": reason, "type": "GateFailed"}).text = failure_text(test)
     elif status == "ERROR":
         ET.SubElement(case, "error", {"message": reason, "type": "Error"}).text = failure_text(test)
-    elif status == "NOT-RUN":  # never ran: not a pass, and not a rule-based skip either
+    elif not_asked_row(test):  # no command of the run asked for it: not a failure of what was asked
+        ET.SubElement(case, "skipped", {"message": reason})
+    elif status == "NOT-RUN":  # asked and never ran: not a pass, and not a rule-based skip either
         ET.SubElement(case, "error", {"message": reason, "type": "NotRun"})
     elif status == "SKIPPED":
         ET.SubElement(case, "skipped", {"message": reason})
+
+
+def not_asked_row(test: Mapping[str, Any]) -> bool:
+    return test.get("status") == "NOT-RUN" and test.get("asked") is False
 
 
 def failure_text(test: Mapping[str, Any]) -> str:

@@ -1,9 +1,14 @@
 """The results.json object: every expected test row of a run, its status, metrics and logs.
 
-Built only from what the run directory holds (manifest, stage records, log files on disk), so a
-crashed or half-finished run still yields an honest result: rows the lifecycle never reached
-appear as NOT-RUN with the reason (interrupted, stopped early, or never asked for by the commands
-of an ad hoc run), and the verdict is FAIL with ``incomplete: true``.
+Built only from what the run directory holds (manifest, stage records, the ledger of what its
+commands asked for, log files on disk), so a crashed or half-finished run still yields an honest
+result: a row without a record is NOT-RUN with the reason, and the ledger (``run.asked``) decides
+what it means for the verdict:
+* asked and never recorded (interrupted, or the command was killed), or stopped on purpose
+  (``--exitfirst``): listed in ``not_run``; the verdict is FAIL with ``incomplete: true``;
+* asked by no command of the run (an ad hoc run of a few stages or combos): listed in
+  ``not_asked``, ``asked: false`` on the row; it does not make the verdict FAIL.
+A run in which nothing was asked or recorded is FAIL: a verdict needs at least one test.
 Every other surface (HTML, JUnit, console summary) is derived from this object.
 """
 
@@ -15,6 +20,7 @@ from typing import Any, Iterable
 
 from cvs_tasks.errors import BadInput
 from cvs_tasks.report.first_failure import first_failure
+from cvs_tasks.run.asked import Ledger, read_ledger
 from cvs_tasks.run.records import StageRecord, test_name
 from cvs_tasks.run.rundir import RunDir, load_record_file
 from cvs_tasks.run.sandbox import inside, relative_problem
@@ -59,31 +65,39 @@ def build_results(run: RunDir) -> dict[str, Any]:
     keys = expected_keys(combos, records.keys())
     if manifest.get("scope") == DIAGNOSE:  # `invoke diagnose` on its own: only what it ran is expected
         keys = [k for k in keys if k in records]
+    ledger = read_ledger(run)
 
     tests = []
     for stage, combo in keys:
         record = records.get((stage, combo))
         logs = collect_logs(run, record, stage, combo, len(hosts))
-        tests.append(test_row(record, stage, combo, logs, not_run_reason(manifest, run.run_id)))
+        if record is not None:
+            tests.append(test_row(record, stage, combo, logs))
+        else:
+            asked, why = why_not_run(ledger, manifest, run.run_id, stage, combo)
+            tests.append(test_row(None, stage, combo, logs, why, asked=asked))
 
-    missing = [t["name"] for t in tests if not t["recorded"]]
+    missing = [t["name"] for t in tests if not t["recorded"] and t["asked"]]
+    not_asked = [t["name"] for t in tests if not t["asked"]]
     interrupted = bool(manifest.get("interrupted", False))
     incomplete = interrupted or bool(missing)
     counts = count_statuses((t["status"] for t in tests), TEST_STATUSES)
     metric_counts = count_statuses((m["status"] for t in tests for m in t["metrics"]), METRIC_STATUSES)
     failed = counts["FAIL"] + counts["ERROR"]
-    verdict = "PASS" if failed == 0 and not incomplete else "FAIL"
+    nothing = bool(tests) and len(not_asked) == len(tests)  # a verdict needs at least one test
+    verdict = "PASS" if failed == 0 and not incomplete and not nothing else "FAIL"
 
     summary = {field: manifest.get(field) for field in SUMMARY_FIELDS}
     return {
         "verdict": verdict,
-        "verdict_reason": verdict_reason(counts, missing, interrupted),
+        "verdict_reason": verdict_reason(counts, missing, interrupted, not_asked),
         "run_id": manifest.get("run_id") or run.run_id,
         **summary,
         "duration_s": run_duration(manifest, records.values()),
         "interrupted": interrupted,
         "incomplete": incomplete,
         "not_run": missing,
+        "not_asked": not_asked,
         "combos": combos,
         "counts": counts,
         "metric_counts": metric_counts,
@@ -144,19 +158,34 @@ def expected_keys(combos: list[str], recorded: Iterable[Key]) -> list[Key]:
     return sorted(keys, key=order)
 
 
-def not_run_reason(manifest: dict[str, Any], run_id: str) -> str:
+def why_not_run(ledger: Ledger | None, manifest: dict[str, Any], run_id: str, stage: str,
+                combo: str | None) -> tuple[bool, str]:
+    """(asked, reason) of a row without a record; no ledger counts every row as asked."""
+    last = ledger.last_about(stage, combo) if ledger is not None else None
+    if ledger is not None and last is None:
+        return False, not_run_reason(manifest, run_id, asked=False)
+    return True, not_run_reason(manifest, run_id, stopped=last.stopped if last is not None else "")
+
+
+def not_run_reason(manifest: dict[str, Any], run_id: str, *, asked: bool = True, stopped: str = "") -> str:
     """Why an expected test has no record, and the command that runs it."""
-    finish = f"`invoke all --run {manifest.get('run_id') or run_id}` runs what is missing"
+    run_id = manifest.get("run_id") or run_id
+    finish = f"`invoke all --run {run_id}` runs what is missing"
+    if not asked:
+        return f"not asked: no command of this run asked for it; {finish}"
+    if stopped:
+        return f"not run: {stopped}; `invoke all --run {run_id} --failed` runs it"
     if manifest.get("interrupted"):
         return f"not run: the run was interrupted before it; {finish}"
     if manifest.get("finished"):
-        return f"not run: no command of this run asked for it; {finish}"
+        return f"not run: the run ended before it; {finish}"
     return f"not run: the run stopped before it (still going, or the harness was killed); {finish}"
 
 
 def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: list[dict],
-             not_run: str = "not run") -> dict[str, Any]:
-    """One results.json test: the record's outcome, or a NOT-RUN row saying why it has none."""
+             not_run: str = "not run", *, asked: bool = True) -> dict[str, Any]:
+    """One results.json test: the record's outcome, or a NOT-RUN row saying why it has none
+    (``asked``: False when no command of the run asked for it)."""
     if record is None:
         return {
             "name": test_name(stage, combo),
@@ -165,6 +194,7 @@ def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: li
             "status": NOT_RUN,
             "reason": not_run,
             "recorded": False,
+            "asked": asked,
             "started": None,
             "ended": None,
             "duration_s": None,
@@ -184,6 +214,7 @@ def test_row(record: StageRecord | None, stage: str, combo: str | None, logs: li
         "status": status,
         "reason": reason,
         "recorded": True,
+        "asked": True,
         "started": record.started or None,
         "ended": record.ended or None,
         "duration_s": round(record.duration, 3) if record.started and record.ended else None,
@@ -293,8 +324,12 @@ def count_statuses(statuses: Iterable[str], known: tuple[str, ...]) -> dict[str,
     return counts
 
 
-def verdict_reason(counts: dict[str, int], missing: list[str], interrupted: bool) -> str:
+def verdict_reason(counts: dict[str, int], missing: list[str], interrupted: bool,
+                   not_asked: list[str] | None = None) -> str:
     """One line saying why the verdict is what it is."""
+    not_asked = not_asked or []
+    if counts["total"] and len(not_asked) == counts["total"]:
+        return "nothing was run: no command of this run asked for any test"
     parts = []
     if counts["FAIL"]:
         parts.append(f"{counts['FAIL']} failed")
@@ -305,7 +340,12 @@ def verdict_reason(counts: dict[str, int], missing: list[str], interrupted: bool
     if missing:
         parts.append(f"run incomplete: {len(missing)} of {counts['total']} tests not run")
     if not parts:
-        return f"all {counts['total']} tests passed or were skipped by rule"
+        asked = counts["total"] - len(not_asked)
+        if not not_asked:
+            return f"all {asked} tests passed or were skipped by rule"
+        return f"all {asked} tests asked for passed or were skipped by rule; {len(not_asked)} not asked"
+    if not_asked:
+        parts.append(f"{len(not_asked)} not asked")
     return "; ".join(parts)
 
 

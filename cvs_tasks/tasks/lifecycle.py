@@ -30,7 +30,7 @@ from cvs_tasks.demo import fault_help
 from cvs_tasks.run.rundir import RunRequest
 from cvs_tasks.run.stages import TRAINING, Stage, table
 from cvs_tasks.run.stages import stage as stage_row
-from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, user_errors
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, reports_root, user_errors
 from cvs_tasks.terminal import echo
 
 HELP = {
@@ -162,8 +162,10 @@ def _task(row: Stage, pre: list[Task]) -> Task:
 
 
 # -- the whole lifecycle ---------------------------------------------------------------------------
-def _run_all(req) -> int:
-    from cvs_tasks.lifecycle.flow import close_sessions, run_all, session_for
+def _run_all(req, combos: Sequence[str] | None = None, exitfirst: bool = False, failed: bool = False) -> int:
+    """The lifecycle for ``req``'s run (``Scope``: these combos, stop at the first failure); with
+    ``failed`` only what failed or never ran, or exit 0 with one line when nothing did."""
+    from cvs_tasks.lifecycle.flow import Scope, close_sessions, failed_scope, run_all, session_for
     from cvs_tasks.report import build_results
     from cvs_tasks.report.console import print_summary
 
@@ -172,7 +174,12 @@ def _run_all(req) -> int:
         with events:
             session = session_for(req, events)
             try:
-                code = run_all(session)
+                scope = Scope(tuple(combos) if combos else None, bool(exitfirst))
+                if failed:
+                    scope = failed_scope(session, combos, bool(exitfirst))
+                    if scope is None:
+                        return 0
+                code = run_all(session, scope)
             finally:
                 close_sessions()
         if not req.dry_run:
@@ -180,12 +187,30 @@ def _run_all(req) -> int:
     return code
 
 
-@task(name="all", help=NO_COMBO)
-def all_(c, config=None, cluster=None, run=None, suite=None, force=False, dry_run=False, reports_dir=None):
+ALL_HELP = dict(
+    HELP, combo="Sweep cell to run (repeatable; default: every combo of sweep.runs); the others are NOT-RUN "
+                "'not asked'",
+    exitfirst="Stop after the first failed test (a combo's training or gates, the checkpoint); still tear "
+              "down and report; the rest is NOT-RUN",
+    failed="Re-run what failed, errored or is NOT-RUN in --run (default: the latest run), as pytest's --lf: a "
+           "FAILed combo is trained and judged again although recorded; what passed is kept (with --force, "
+           "every stage it runs is redone)")
+
+
+# `exitfirst` after `reports_dir` (-e): Invoke's automatic short flag for it is then -x, as in pytest
+@task(name="all", help=ALL_HELP, iterable=["combo"])
+def all_(c, config=None, cluster=None, run=None, suite=None, combo=None, force=False, dry_run=False,
+         reports_dir=None, exitfirst=False, failed=False):
     # implicit concatenation: still the docstring, and `invoke --list` keeps showing it as one line
     ("Run every stage in order (launch, tokenizer, smoke, checkpoint, train, metric, loss), "
      "always tear down, report.")
-    code = _run_all(request(c, config, cluster, run, suite, dry_run, force, reports_dir, new=run is None))
+    if failed and run is None:  # --failed works on a run that exists: the latest one by default
+        with user_errors():
+            from cvs_tasks.run.rundir import RunDir
+
+            run = str(RunDir.resolve(reports_root(c, reports_dir), None).path)
+    req = request(c, config, cluster, run, suite, dry_run, force, reports_dir, new=run is None)
+    code = _run_all(req, combo, exitfirst, failed)
     if code:
         raise Exit(code=code)
 

@@ -15,11 +15,12 @@ import pytest
 from invoke import Config
 
 from cvs_tasks.inputs import read_secret
-from cvs_tasks.lifecycle.flow import _SESSIONS, run_all, run_stage
+from cvs_tasks.lifecycle.flow import _SESSIONS, Scope, failed_scope, run_all, run_stage
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.remote.connect import nodes_of
 from cvs_tasks.remote.testing import ScriptedHosts
+from cvs_tasks.report.results import build_results
 from cvs_tasks.tasks.lifecycle import needs_work
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,16 +38,22 @@ HEALTH = re.compile(r"^echo '@@cvs-health")  # the health snapshot around every 
 HEALTHY = "@@cvs-health 1\n@@uptime 100.0\n@@counters none\n@@klog dmesg\n@@klog-mark 50.0\n@@end\n"
 
 
-def iteration(step: int, total: int) -> str:
+def iteration(step: int, total: int, loss: float | None = None) -> str:
+    loss = 10 - step * 0.3 if loss is None else loss
     return (f" [2026-09-24 09:43:{step % 60:02d}] iteration {step:8d}/{total:8d} | consumed samples: "
             f"{step * 16:12d} | elapsed time per iteration (ms): 1600.0 | mem usages: 0.5000 | throughput per "
             f"GPU (TFLOP/s/GPU): 527.0 | learning rate: 1.000000E-04 | global batch size:    16 | lm loss: "
-            f"{10 - step * 0.3:.6E} | loss scale: 1.0 | grad norm: 2.000 | number of skipped iterations:   0 | "
+            f"{loss:.6E} | loss scale: 1.0 | grad norm: 2.000 | number of skipped iterations:   0 | "
             f"number of nan iterations:   0 |\n")
 
 
 def log(total: int) -> str:
     return "".join(iteration(step, total) for step in range(1, total + 1))
+
+
+def rising_log(total: int) -> str:
+    """A training that completes with its loss going up: its loss-curve gate fails."""
+    return "".join(iteration(step, total, loss=2 + step * 0.3) for step in range(1, total + 1))
 
 
 def new_session(reports: Path, run: str | None = None) -> tuple[Session, ScriptedHosts]:
@@ -287,3 +294,136 @@ def test_judging_a_finished_run_launches_nothing(run, monkeypatch, capsys):
     assert len(hosts.calls) == before  # nothing launched, trained or torn down
     assert "container stays up" not in capsys.readouterr().out
     assert statuses(session)[f"test_loss_curve[{FP8}]"] == "PASS"
+
+
+# -- runs in pieces, one combo, --exitfirst, --failed ----------------------------------------
+def results_of(session: Session) -> tuple[dict, dict[str, dict]]:
+    results = build_results(session.run)
+    return results, {t["name"]: t for t in results["tests"]}
+
+
+def test_a_run_in_pieces_is_judged_on_what_was_asked(run):
+    """`invoke container`, `smoke` (and its tokenizer), `train --combo`, `metric --combo`, `teardown`."""
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])
+    expect_teardown(hosts, session)
+    for stage, combos in (("launch_container", None), ("download_tokenizer", None), ("smoke", None),
+                          ("training", [BF16]), ("metric", [BF16]), ("teardown", None)):
+        run_stage(session, stage, combos)
+    hosts.assert_done()
+    results, tests = results_of(session)
+    assert results["verdict"] == "PASS", results["verdict_reason"]
+    assert results["not_asked"] == ["test_checkpoint", f"test_training[{FP8}]", f"test_metric[{FP8}]",
+                                    f"test_loss_curve[{BF16}]", f"test_loss_curve[{FP8}]"]
+    assert tests[f"test_training[{FP8}]"]["reason"].startswith("not asked: ")
+
+
+def test_all_for_one_combo_trains_and_judges_only_it(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])  # FP8 is never trained
+    expect_teardown(hosts, session)
+    assert run_all(session, Scope(combos=(BF16,))) == 0
+    hosts.assert_done()
+    results, tests = results_of(session)
+    assert results["verdict"] == "PASS", results["verdict_reason"]
+    assert set(results["not_asked"]) == {f"test_{s}[{FP8}]" for s in ("training", "metric", "loss_curve")}
+    assert tests[f"test_loss_curve[{BF16}]"]["status"] == "PASS"
+
+
+def test_exitfirst_stops_after_a_failed_training_and_still_tears_down(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [iteration(1, 20), OOM], exit_code=1, stopped=True)
+    hosts.expect("true")
+    expect_teardown(hosts, session)  # FP8 is never trained
+    assert run_all(session, Scope(exitfirst=True)) == 1
+    hosts.assert_done()
+    results, tests = results_of(session)
+    assert results["verdict"] == "FAIL"
+    assert tests[f"test_metric[{BF16}]"]["reason"] == f"skipped: test_training[{BF16}] failed"  # its own rule
+    for stage in ("training", "metric", "loss_curve"):
+        row = tests[f"test_{stage}[{FP8}]"]
+        assert row["status"] == "NOT-RUN" and "stopped after the first failure (--exitfirst)" in row["reason"]
+    assert tests["test_teardown"]["status"] == "PASS" and session.run.manifest()["finished"]
+
+
+def test_exitfirst_judges_each_combo_before_the_next_trains(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [rising_log(20)])  # trains, then its loss-curve gate fails
+    expect_teardown(hosts, session)
+    assert run_all(session, Scope(exitfirst=True)) == 1
+    hosts.assert_done()
+    results, tests = results_of(session)
+    assert tests[f"test_training[{BF16}]"]["status"] == "PASS"
+    assert tests[f"test_loss_curve[{BF16}]"]["status"] == "FAIL"
+    assert f"test_training[{FP8}]" in results["not_run"]
+
+
+def test_failed_reruns_the_failed_and_not_run_combos_and_keeps_what_passed(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [iteration(1, 20), OOM], exit_code=1, stopped=True)
+    hosts.expect("true")
+    expect_teardown(hosts, session)
+    assert run_all(session, Scope(exitfirst=True)) == 1
+    smoke = session.run.read_record("smoke")
+
+    scope = failed_scope(session)
+    assert scope.combos == (BF16, FP8) and ("smoke", None) not in scope.redo
+    expect_launch(hosts, session)  # torn down: launched again; smoke passed and is kept
+    expect_job(hosts, BF16, [log(20)])  # the FAILed training is recorded, and redone
+    expect_job(hosts, FP8, [log(20)])
+    expect_teardown(hosts, session)
+    assert run_all(session, scope) == 0
+    hosts.assert_done()
+    assert session.run.read_record("smoke").ended == smoke.ended
+    results, _ = results_of(session)
+    assert results["verdict"] == "PASS" and results["not_run"] == [] and results["not_asked"] == []
+    assert failed_scope(session) is None  # nothing left: the task exits 0 with one line
+
+
+def test_failed_redoes_a_failed_smoke_and_the_combos_it_skipped(run):
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [iteration(1, 5), OOM], exit_code=1, stopped=True)
+    hosts.expect("true")
+    expect_teardown(hosts, session)
+    assert run_all(session) == 1
+    scope = failed_scope(session)
+    assert scope.combos == (BF16, FP8) and ("smoke", None) in scope.redo
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])  # a FAIL stays until forced: --failed forces it
+    expect_job(hosts, BF16, [log(20)])
+    expect_job(hosts, FP8, [log(20)])
+    expect_teardown(hosts, session)
+    assert run_all(session, scope) == 0
+    hosts.assert_done()
+    assert build_results(session.run)["verdict"] == "PASS"
+
+
+def test_failed_judges_a_trained_combo_without_training_it_again(run):
+    """`invoke train --combo BF16`, then `invoke all --failed`: BF16's gates never ran, its training passed."""
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])
+    for stage, combos in (("launch_container", None), ("download_tokenizer", None), ("smoke", None),
+                          ("training", [BF16])):
+        run_stage(session, stage, combos)
+    trained = session.run.read_record("training", BF16)
+    scope = failed_scope(session)
+    assert scope.combos == (BF16, FP8) and ("training", BF16) not in scope.redo
+    expect_job(hosts, FP8, [log(20)])  # the container is still up; BF16 is only judged
+    expect_teardown(hosts, session)
+    assert run_all(session, scope) == 0
+    hosts.assert_done()
+    assert session.run.read_record("training", BF16).ended == trained.ended
+    assert session.run.read_record("metric", BF16).status == "PASS"
