@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tasks.report import svg
+from cvs_tasks.report.first_failure import where_text
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -75,11 +76,11 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
     return {
         "header": header_view(results),
         "facts": summary_facts(results),
-        "counts": {k: results.get("counts", {}).get(k, 0)
-                   for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN", "total")},
+        "total": results.get("counts", {}).get("total", 0),
+        "chips": count_chips(results),
         "metric_summary": metric_summary(results),
         "tests": [test_view(t) for t in tests],
-        "first_failure": failure_view(results.get("first_failure")),
+        "first_failure": failure_view(results.get("first_failure"), results.get("run_id")),
         "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
                    for c in results.get("combos", [])],
         "checkpoint": checkpoint_view(_find(tests, CHECKPOINT.id, None)),
@@ -134,12 +135,24 @@ def _threshold_text(results: Mapping[str, Any]) -> str:
 
 
 def metric_summary(results: Mapping[str, Any]) -> str:
-    """The filter-bar line: "N metrics, F Failed, P Passed, S Skipped, R Recorded"."""
+    """The metrics chip: "N metrics: F failed, P passed, R recorded, S skipped", naming only the
+    statuses that occur, so a run that failed elsewhere (an OOM) never reads "0 Failed"."""
     mc = results.get("metric_counts", {})
-    return (
-        f"{plural(mc.get('total', 0), 'metric')}, {mc.get('FAIL', 0)} Failed, {mc.get('PASS', 0)} Passed, "
-        f"{mc.get('SKIPPED', 0)} Skipped, {mc.get('RECORD', 0)} Recorded"
-    )
+    parts = [f"{mc.get(key, 0)} {word}" for key, word in
+             (("FAIL", "failed"), ("PASS", "passed"), ("RECORD", "recorded"), ("SKIPPED", "skipped"))
+             if mc.get(key, 0)]
+    return plural(mc.get("total", 0), "metric") + (": " + ", ".join(parts) if parts else "")
+
+
+def count_chips(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The test-count chips under the verdict: every status that occurs (PASS always), so the chips
+    add up to the total and a FAIL verdict always has the chip that made it (or "interrupted")."""
+    counts = results.get("counts", {})
+    chips = [{"key": key, "count": counts.get(key, 0), "label": key}
+             for key in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN") if key == "PASS" or counts.get(key, 0)]
+    if results.get("interrupted"):
+        chips.append({"key": "ERROR", "count": "", "label": "interrupted"})
+    return chips
 
 
 def test_view(test: Mapping[str, Any]) -> dict:
@@ -314,25 +327,27 @@ def _progress(step: Any, total: Any) -> str:
     return f"{fmt_number(step)} / {fmt_number(total)}"
 
 
-def failure_view(failure: Mapping[str, Any] | None) -> dict | None:
-    """The callout under the verdict: test, node, signature, the line in its log context, the hint."""
+def failure_view(failure: Mapping[str, Any] | None, run_id: Any = None) -> dict | None:
+    """The callout under the verdict: test, node and the rank its line names, signature or failed
+    gates (metric, value and bound with units), the line in its log context, the hint, the node log."""
     if not failure:
         return None
-    node = failure.get("node")
-    if node and failure.get("rank") is not None:
-        node = f"{node} (rank {failure['rank']})"
     return {
         "test": failure.get("test") or DASH,
-        "href": "#" + _row_id(failure.get("test") or ""),
+        "href": "#" + _row_id(failure.get("test") or "") if failure.get("test") else "",
         "status": failure.get("status") or "FAIL",
+        "interrupted": bool(failure.get("interrupted")),
+        "run_id": or_dash(run_id),
         "reason": failure.get("reason") or "",
-        "node": node or DASH,
+        "where": where_text(failure),
         "signature": " · ".join(str(v) for v in (failure.get("signature"), failure.get("cls")) if v),
+        "metrics": list(failure.get("metrics") or []),
         "line_no": failure.get("line_no"),
         "line": plain_text(failure.get("line")),
         "hint": failure.get("hint") or "",
         "context": [(n, plain_text(text), n == failure.get("line_no")) for n, text in failure.get("context") or []],
         "log": href(failure.get("log")),
+        "stage_log": href(failure.get("stage_log")),
     }
 
 

@@ -88,7 +88,8 @@ def build_results(run: RunDir) -> dict[str, Any]:
         "counts": counts,
         "metric_counts": metric_counts,
         "tests": tests,
-        "first_failure": first_failure(tests, run.path),
+        "first_failure": first_failure(tests, run.path, run_id=manifest.get("run_id") or run.run_id,
+                                       interrupted=interrupted),
     }
 
 
