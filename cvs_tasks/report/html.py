@@ -155,8 +155,13 @@ def count_chips(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     return chips
 
 
+LINKS_SHOWN = 8  # log links in a test row; a combo's Nodes table links every node it shows
+
+
 def test_view(test: Mapping[str, Any]) -> dict:
     blocked_by = (test.get("details") or {}).get("blocked_by")
+    links = [{"label": log["label"], "path": href(log["path"])} for log in test.get("logs", [])
+             if log.get("exists") and href(log.get("path"))]
     return {
         "name": test["name"],
         "row_id": _row_id(test["name"]),
@@ -166,9 +171,21 @@ def test_view(test: Mapping[str, Any]) -> dict:
         "status": test["status"],
         "reason": test.get("reason") or "",
         "duration": fmt_test_duration(test.get("status"), test.get("duration_s")),
-        "links": [{"label": log["label"], "path": href(log["path"])} for log in test.get("logs", [])
-                  if log.get("exists") and href(log.get("path"))],
+        **row_links(test, links),
     }
+
+
+def row_links(test: Mapping[str, Any], links: list[dict]) -> dict:
+    """A test row's log links: all of them up to LINKS_SHOWN; at scale the stage log and the failed
+    nodes' logs first, then as many more as fit, and how many are left out (the combo's Nodes table
+    and the run directory hold them all)."""
+    if len(links) <= LINKS_SHOWN:
+        return {"links": links, "more_links": 0}
+    failed = {href(n.get("log")) for n in test.get("nodes") or [] if n.get("status") in ("FAIL", "ERROR")}
+    first = [link for link in links if link["label"] == "stage log" or link["path"] in failed]
+    rest = [link for link in links if link not in first]
+    shown = (first + rest)[:max(LINKS_SHOWN, len(first))]
+    return {"links": shown, "more_links": len(links) - len(shown)}
 
 
 def metric_view(metric: Mapping[str, Any]) -> dict:
@@ -216,10 +233,40 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
         "throughput_svg": throughput_svg(combo, steps),
         "error": error_view(training),
         "health": health_rows(details),
-        "nodes": [
-            {**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned"))}
-            for n in (training or {}).get("nodes", [])
-        ],
+        **node_rows((training or {}).get("nodes", []),
+                    {log.get("path") for log in (training or {}).get("logs", []) if log.get("exists")},
+                    culprit=_error_host(details)),
+    }
+
+
+NODE_ROWS = 64  # rows of a combo's node table; every node is in passing_nodes.txt / failing_nodes.txt
+
+
+def node_rows(nodes: Sequence[Mapping[str, Any]], pulled: set | frozenset = frozenset(), *,
+              culprit: Any = None) -> dict:
+    """A combo's node table, the ones to read first: the node the failure was blamed on, the other
+    failed nodes, the nodes behind the furthest step (outliers), then the rest, each by rank; at
+    most NODE_ROWS rows, with how many of each kind are left out. A node's log is a link when its
+    copy is in the run directory (``pulled``)."""
+    steps = [n.get("last_step") for n in nodes if isinstance(n.get("last_step"), int)]
+    furthest = max(steps) if steps else None
+
+    def kind(n: Mapping[str, Any]) -> int:
+        if n.get("status") in ("FAIL", "ERROR"):
+            return 0 if culprit is not None and n.get("host") == culprit else 1
+        step = n.get("last_step")
+        return 2 if furthest is not None and isinstance(step, int) and step < furthest else 3
+
+    ordered = sorted(nodes, key=lambda n: (kind(n), n.get("rank") if isinstance(n.get("rank"), int) else 0))
+    shown, hidden = ordered[:NODE_ROWS], ordered[NODE_ROWS:]
+    left_out = {word: sum(kind(n) in kinds for n in hidden)
+                for word, kinds in (("failed", (0, 1)), ("behind", (2,)), ("passed", (3,)))}
+    return {
+        "nodes": [{**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned")),
+                   "href": href(n.get("log")) if n.get("log") in pulled else ""} for n in shown],
+        "nodes_total": len(nodes),
+        "nodes_hidden": len(hidden),
+        "nodes_left_out": ", ".join(f"{count} {word}" for word, count in left_out.items() if count),
     }
 
 
@@ -238,6 +285,11 @@ def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> li
         value = details.get("scaling_efficiency_pct")
         facts.append(("Scaling efficiency", f"{fmt_number(value)} %" if value is not None else DASH))
     return facts + effective_facts(details)
+
+
+def _error_host(details: Mapping[str, Any]) -> Any:
+    error = details.get("error")
+    return error.get("host") if isinstance(error, dict) else None
 
 
 def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[StepRow]) -> dict:

@@ -246,9 +246,9 @@ def collect_logs(
     seen: set[str] = set()
     logs: list[dict[str, Any]] = []
     for label, path, field in listed + conventional:
-        check_in_run(run.path, path, f"{source}: {field}" if field else "")
-        if path in seen:
+        if isinstance(path, str) and path in seen:  # checked once: the same path gives the same answer
             continue
+        check_in_run(run.path, path, f"{source}: {field}" if field else "")
         seen.add(path)
         exists = file_in_run(run.path, path)
         if exists or field:

@@ -268,3 +268,72 @@ def test_an_interrupted_run_is_called_interrupted_with_its_run_id(fixture_run):
     assert "`invoke all --run 20260529-080000-e5f6`" in callout
     assert "infrastructure problem" not in html and "&lt;id&gt;" not in html and "<id>" not in html
     assert '<li class="ERROR">interrupted</li>' in html
+
+
+# -- issue #25 item 6: the report at 1,024 nodes ------------------------------------------------------
+def test_a_combo_node_table_puts_the_culprit_failed_and_lagging_nodes_first_and_caps_the_rest():
+    from cvs_tasks.report.html import NODE_ROWS, node_rows
+
+    nodes = [{"host": f"n{r:04d}", "rank": r, "status": "PASS", "last_step": 200, "planned": 200,
+              "log": f"logs/training/X/out-node{r}/training.log"} for r in range(1024)]
+    nodes[900].update(status="FAIL", reason="stopped after peer failure")
+    nodes[17].update(status="FAIL", reason="gpu_oom")
+    nodes[400].update(last_step=150)
+    view = node_rows(nodes, {"logs/training/X/out-node17/training.log"}, culprit="n0017")
+    assert [n["host"] for n in view["nodes"][:4]] == ["n0017", "n0900", "n0400", "n0000"]
+    assert len(view["nodes"]) == NODE_ROWS and view["nodes_total"] == 1024
+    assert view["nodes_hidden"] == 1024 - NODE_ROWS and view["nodes_left_out"] == f"{1024 - NODE_ROWS} passed"
+    assert view["nodes"][0]["href"] == "logs/training/X/out-node17/training.log" and view["nodes"][1]["href"] == ""
+
+
+def test_a_test_row_links_the_stage_log_and_failed_nodes_first_then_says_how_many_more():
+    from cvs_tasks.report.html import LINKS_SHOWN, test_view
+
+    logs = [{"label": f"node {r} log", "path": f"logs/n{r}.log", "exists": True} for r in range(1024)]
+    logs.append({"label": "stage log", "path": "logs/training[X].log", "exists": True})
+    test = {"name": "test_training[X]", "combo": "X", "status": "FAIL", "logs": logs,
+            "nodes": [{"host": "n700", "rank": 700, "status": "FAIL", "log": "logs/n700.log"}]}
+    view = test_view(test)
+    assert [link["label"] for link in view["links"][:2]] == ["node 700 log", "stage log"]
+    assert len(view["links"]) == LINKS_SHOWN and view["more_links"] == 1025 - LINKS_SHOWN
+
+
+def test_the_fingerprint_and_diagnose_tables_put_odd_nodes_first():
+    from cvs_tasks.report.nodes import nodes_view
+
+    prints = {f"n{r}": {"rocm": "6.4.1", "kernel": "6.8.0"} for r in range(40)}
+    prints["n33"]["rocm"] = "6.2.0"
+    results = {"tests": [
+        {"stage": "launch_container", "recorded": True, "details": {"fingerprints": prints}, "nodes": []},
+        {"stage": "diagnose", "recorded": True, "name": "test_diagnose", "nodes": [], "details": {
+            "outliers": [{"host": "n20", "reason": "step time 30% above the median"}],
+            "per_node": [{"host": f"n{r}", "status": "PASS"} for r in range(40)]}}]}
+    view = nodes_view(results)
+    assert view["rows"][0]["host"] in ("n33", "n20") and {r["host"] for r in view["rows"][:2]} == {"n33", "n20"}
+    assert view["diagnose"][0]["host"] == "n20" and view["diagnose"][0]["outlier"] is True
+
+
+def test_1024_nodes_render_a_page_that_stays_small_with_complete_node_lists(tmp_path):
+    from cvs_tasks.report.nodes import write_node_lists
+
+    def training(combo, failed):
+        nodes = [{"host": f"gpu-{r:04d}", "rank": r, "status": "FAIL" if failed else "PASS", "reason": "",
+                  "last_step": 37 if failed else 200, "planned": 200,
+                  "log": f"logs/training/{combo}/out-node{r}/training.log"} for r in range(1024)]
+        logs = [{"label": f"node {r} log", "path": n["log"], "exists": True} for r, n in enumerate(nodes)]
+        error = {"name": "nccl_timeout", "cls": "nccl", "host": "gpu-0517", "rank": 517, "line": 9, "text": "x"}
+        return {"name": f"test_training[{combo}]", "stage": "training", "combo": combo, "recorded": True,
+                "status": "FAIL" if failed else "PASS", "reason": "", "nodes": nodes, "logs": logs, "metrics": [],
+                "details": {"error": error} if failed else {}}
+
+    combos = [f"C{i}" for i in range(16)]
+    results = {"verdict": "FAIL", "run_id": "r", "combos": combos, "counts": {}, "metric_counts": {},
+               "tests": [training(c, c in ("C3", "C10")) for c in combos]}
+    html = render_report(results)
+    assert len(html) < 1_000_000, len(html)  # was 5+ MB: a row and a link per node per combo
+    assert html.count("<tr class=\"row-") <= 16 * 64 + 16
+    write_node_lists(tmp_path, results)
+    failing = (tmp_path / "failing_nodes.txt").read_text().split()
+    passing = (tmp_path / "passing_nodes.txt").read_text().split()
+    assert len(failing) == 1024 and passing == [] and len(set(failing)) == 1024
+    assert "every node is in passing_nodes.txt / failing_nodes.txt" in html
