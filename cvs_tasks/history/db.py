@@ -76,6 +76,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, host)
     );
     """,
+    # 2: why a combo did not pass (history's reason column)
+    """
+    ALTER TABLE combos ADD COLUMN reason TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -194,9 +194,7 @@ def stage_view(key: StageKey, nodes: Mapping[tuple[str, int], NodeProgress], wid
     if summarised:
         return stage_summary(key, nodes)
     progress = sorted(nodes.values(), key=lambda p: (p.rank, p.host))
-    rows = [_progress_cells(p) for p in progress]
-    widest = [max([len(c)] + [len(r[i]) for r in rows]) for i, (c, _) in enumerate(PROGRESS_COLUMNS)]
-    if sum(widest) + 1 + 3 * len(widest) > width:
+    if not table_fits([c for c, _ in PROGRESS_COLUMNS], [_progress_cells(p) for p in progress], width):
         return Group(cell(test_name(*key), "bold"), *(cell(progress_line(p)) for p in progress))
     return stage_table(key, nodes)
 
@@ -290,14 +288,20 @@ def print_summary(results: Mapping[str, Any], console: Console | None = None, *,
 
 SUMMARY_COLUMNS = ("Test", "Status", "Duration", "Reason")
 REASON_MIN = 24  # the narrowest Reason column worth a table (it folds; test names never do)
-TABLE_CHROME = 1 + 3 * len(SUMMARY_COLUMNS)  # rich's box: an edge, then padding and an edge per column
+
+
+def table_fits(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, *, fold_min: int = 0) -> bool:
+    """Does a rich table of these whole cells fit ``width``? ``fold_min``: the narrowest useful width
+    of one more column that folds (a reason), 0 for none. Below that, print a line per row instead:
+    a folded cell cuts a run id or a test name in two."""
+    widest = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    columns = len(widest) + (1 if fold_min else 0)
+    return sum(widest) + fold_min + 1 + 3 * columns <= width  # rich's box: an edge, padding and an edge each
 
 
 def summary_table_fits(tests: Sequence[Mapping[str, Any]], width: int) -> bool:
     """Does a table with whole test names, statuses and durations leave the reason a usable column?"""
-    widest = [max([len(c)] + [len(v) for v in values]) for c, values in
-              zip(SUMMARY_COLUMNS[:3], zip(*[_cells(t)[:3] for t in tests]) if tests else ((), (), ()))]
-    return sum(widest) + REASON_MIN + TABLE_CHROME <= width
+    return table_fits(SUMMARY_COLUMNS[:3], [_cells(t)[:3] for t in tests], width, fold_min=REASON_MIN)
 
 
 def summary_table(tests: Sequence[Mapping[str, Any]], title: Text) -> Table:
