@@ -274,7 +274,7 @@ def comparison_view(cmp: Comparison, width: int) -> list:
     if table_fits(COMPARE_HEADERS, rows, width):
         out.append(compare_metrics_table(cmp.metrics, rows))
     else:
-        out.append(cell("metrics (delta = B - A; each value with the bound it was judged against):"))
+        out.append(cell("metrics (delta = B - A), each value with the bound it was judged against:"))
         out += [metric_line(m) for m in cmp.metrics]
     node_rows = [(n.host, n.fact, str(n.a if n.a is not None else "-"), str(n.b if n.b is not None else "-"))
                  for n in cmp.nodes]
