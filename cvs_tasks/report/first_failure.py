@@ -149,6 +149,12 @@ def where_text(facts: Mapping[str, Any]) -> str:
     return f"node {node}"
 
 
+def error_where(error: Mapping[str, Any]) -> str:
+    """Where a recorded error happened, as ``where_text`` says it: the node, the rank its line names."""
+    return where_text({"node": error.get("host"), "rank": line_rank(str(error.get("text") or "")),
+                       "node_rank": error.get("rank") if isinstance(error.get("rank"), int) else None})
+
+
 def _interrupted_callout(test: Mapping[str, Any] | None, run_id: Any) -> dict[str, Any]:
     return {
         "test": (test or {}).get("name"), "stage": (test or {}).get("stage"), "combo": (test or {}).get("combo"),

@@ -15,7 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tasks.report import svg
-from cvs_tasks.report.first_failure import where_text
+from cvs_tasks.report.first_failure import error_where, where_text
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -335,9 +335,7 @@ def error_view(training: Mapping[str, Any] | None) -> dict | None:
         return None
     details = training.get("details", {})
     error = details.get("error") or {}
-    node = DASH
-    if error.get("host") is not None or error.get("rank") is not None:
-        node = f"{or_dash(error.get('host'))} (rank {or_dash(error.get('rank'))})"
+    node = error_where(error) or DASH  # the node, and the rank its failing line names
     return {
         "signature": or_dash(error.get("name")),
         "cls": or_dash(error.get("cls")),

@@ -108,7 +108,8 @@ def test_links_point_only_at_files_that_exist(fixture_run):
 def test_failed_combo_shows_signature_node_line_and_clean_log_tail(fixture_run):
     html = rendered(fixture_run("failed_nccl"))
     assert "Training failed: NCCL timeout on mi300-b (rank 1) at step 37/200" in html
-    assert "nccl_timeout" in html and "mi300-b (rank 1)" in html and "<span>Line</span>9</li>" in html
+    assert "nccl_timeout" in html and "<span>Line</span>9</li>" in html
+    assert "<span>Node</span>node mi300-b, rank 9</li>" in html  # the rank its failing line names
     assert "torch.distributed.DistBackendError" in html
     assert "\x1b" not in html and "[31m" not in html
     assert '<div class="verdict FAIL">' in html
