@@ -52,11 +52,17 @@ class RunningStage:
     printed: dict[tuple[str, int], tuple[float, str]] = field(default_factory=dict)  # plain: last line per node
     last_summary: float = 0.0  # plain: last summary line; live: last redraw
     trouble_lines: int = 0
+    summarised: bool = False  # above SUMMARY_ABOVE nodes (``add``)
 
-    @property
-    def summarised(self) -> bool:
-        """Above SUMMARY_ABOVE nodes, told by the count seen or by a rank past it (ranks start at 0)."""
-        return len(self.nodes) > SUMMARY_ABOVE or any(rank >= SUMMARY_ABOVE for _, rank in self.nodes)
+    def add(self, event: NodeProgress) -> NodeProgress | None:
+        """Note a node's progress; returns its previous one. A stage is summarised once it has more
+        than SUMMARY_ABOVE nodes, told by the count seen or by a rank past it (ranks start at 0)."""
+        node = (event.host, event.rank)
+        before = self.nodes.get(node)
+        self.nodes[node] = event
+        if not self.summarised and (len(self.nodes) > SUMMARY_ABOVE or event.rank >= SUMMARY_ABOVE):
+            self.summarised = True
+        return before
 
 
 def make_console_listener(console: Console | None = None, *, live: bool | None = None) -> ConsoleListener:
@@ -135,8 +141,7 @@ class ConsoleListener:
         if stage is None:  # progress without a start event (a test, a stage started before the listener)
             stage = self._running[key] = RunningStage(started=self._clock())
         node = (event.host, event.rank)
-        before = stage.nodes.get(node)
-        stage.nodes[node] = event
+        before = stage.add(event)
         now = self._clock()
         in_trouble = event.state in TROUBLE and (before is None or before.state != event.state)
         if self._display is not None:
@@ -220,15 +225,14 @@ def _progress_cells(progress: NodeProgress) -> tuple[str, ...]:
 def stage_summary(key: StageKey, nodes: Mapping[tuple[str, int], NodeProgress]) -> Group:
     """A summarised stage: its counts and steps, then failed/stalled nodes, then the slowest."""
     summary = summarise(nodes.values())
-    rows: list[Text] = [line((test_name(*key), "bold"), f": {counts_text(summary)}")]
+    rows: list[Text] = [cell(test_name(*key), "bold"), cell(f"  {counts_text(summary)}")]
     if steps_text(summary):
         rows.append(cell(f"  {steps_text(summary)}"))
     for p in summary.trouble:
-        rows.append(line("  ", (p.state, STATE_STYLES.get(p.state, "")), f" {node_text(p)}"))
+        rows.append(line("  ", (f"{p.state:<8}", STATE_STYLES.get(p.state, "")), node_text(p)))
     if summary.more_trouble:
         rows.append(cell(f"  and {summary.more_trouble} more failed or stalled", "bold red"))
-    if summary.slowest:
-        rows.append(cell("  slowest: " + ", ".join(node_text(p) for p in summary.slowest)))
+    rows += [line("  ", ("slowest ", "yellow"), node_text(p)) for p in summary.slowest]
     return Group(*rows)
 
 

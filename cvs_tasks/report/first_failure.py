@@ -57,9 +57,8 @@ def first_failure(tests: Sequence[Mapping[str, Any]], run_path: Path | None, *, 
         return _interrupted_callout(stopped, run_id)
     _, test = min(failing, key=lambda it: (_number(it[1].get("started")), it[0]))
     facts = failure_facts(test, tests, run_id=run_id)
-    context = _context(run_path, facts["log"], facts["line_no"]) if run_path and facts["log"] and \
-        facts["line_no"] else []
-    return {**facts, "context": context}
+    readable = run_path is not None and facts["log"] and facts["line_no"]
+    return {**facts, "context": _context(run_path, facts["log"], facts["line_no"]) if readable else []}
 
 
 def failed_tests(tests: Sequence[Mapping[str, Any]], *, run_id: Any = None) -> list[dict[str, Any]]:
