@@ -45,8 +45,8 @@ def fill(db: Path, runs: int, nodes: int, t0: float = 1.7e9) -> tuple[list[str],
                      (run_id, started, started + 3000, cluster, json.dumps(hosts), cfg, "/cfg/bench_distributed.json",
                       "distributed", "Megatron-LM", "MI300X", "llama3.1_8b", "rocm/megatron-lm:v25.9",
                       "sha256:" + "ab" * 32, verdict, "", f"p{i % 7}", f"/reports/{run_id}"))
-        conn.executemany("INSERT INTO combos VALUES (?, ?, ?, ?, ?, ?)",
-                         [(run_id, c, "PASS", verdict, "a" * 16, "p" * 16) for c in COMBOS])
+        conn.executemany("INSERT INTO combos VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [(run_id, c, "PASS", verdict, "a" * 16, "p" * 16, "") for c in COMBOS])
         conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
                          [(run_id, c, name, base * (1 + rng.uniform(-0.02, 0.02)), unit, "-", "PASS")
                           for c in COMBOS for name, unit, base in METRICS])

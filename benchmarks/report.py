@@ -1,4 +1,5 @@
-"""Report rendering: ``render_all`` on a synthetic run of 64 nodes x 16 combos, timed.
+"""Report rendering: ``render_all`` on a synthetic run of 64 nodes x 16 combos, timed; and the same
+at 1,024 nodes (``run_fleet``), timed with the size of report.html, which must stay quick to open.
 
 The run directory is written with the real ``RunDir`` and ``StageRecord`` types and holds what a
 real distributed run leaves behind: a manifest, every stage record, per-node outcomes and logs,
@@ -19,6 +20,9 @@ from cvs_tasks.report import render_all
 from cvs_tasks.run import MetricRow, NodeOutcome, RunDir, StageRecord
 
 TARGET_S = 2.0
+FLEET_NODES = 1024
+FLEET_TARGET_S = 8.0  # 1,024 nodes x 16 combos: reading 50,000 node rows and their log paths
+FLEET_HTML_KIB = 2048  # report.html at 1,024 nodes: node tables list the failed and lagging nodes first, capped
 PRECISIONS = ("FP8", "BF16")
 
 
@@ -144,3 +148,23 @@ def run(nodes: int = 64, combo_count: int = 16, steps: int = 1000, repeats: int 
               + " (first is cold); files " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items())
               + f"; building the run dir took {build_s:.1f}s (not timed)")
     return [at_most(f"report.render_s[{nodes}x{combo_count}]", worst, TARGET_S, "s", detail)]
+
+
+def run_fleet(nodes: int = FLEET_NODES, combo_count: int = 16, steps: int = 1000,
+              repeats: int = 2) -> list[dict[str, Any]]:
+    """The render at fleet scale: its time (slowest of ``repeats``) and report.html's size."""
+    with tempfile.TemporaryDirectory(prefix="cvs_bench_report_fleet_") as tmp:
+        rundir = build_run(Path(tmp), nodes, combo_count, steps)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            paths = render_all(rundir)
+            times.append(time.perf_counter() - t0)
+        html_kib = paths["report"].stat().st_size / 1024
+        results_kib = paths["results"].stat().st_size / 1024
+    label = f"{nodes}x{combo_count}"
+    detail = (f"{nodes} nodes x {combo_count} combos x {steps} steps; renders "
+              + ", ".join(f"{x:.2f}s" for x in times) + f"; results.json {results_kib:.0f} KiB")
+    return [at_most(f"report.render_s[{label}]", round(max(times), 3), FLEET_TARGET_S, "s", detail),
+            at_most(f"report.html_kib[{label}]", round(html_kib), FLEET_HTML_KIB, "KiB",
+                    "report.html: two failed combos, every node of each listed in failing_nodes.txt")]

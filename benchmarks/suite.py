@@ -119,7 +119,7 @@ def _fanout(ctx: Context) -> list[dict]:
 def _report(ctx: Context) -> list[dict]:
     from benchmarks import report
 
-    return report.run()
+    return report.run() + ([] if ctx.sizes is QUICK else report.run_fleet())
 
 
 def _history(ctx: Context) -> list[dict]:

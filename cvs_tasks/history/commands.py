@@ -2,7 +2,12 @@
 do and show, behind thin tasks.
 
 An unreadable history is exit 3 for the commands that only read it (`history`, `thresholds.calibrate`)
-and a warning for `compare`, which then reads the runs from their run directories.
+and a warning for `compare`, which then reads the runs from their run directories. A history not
+yet created is no failure: `history` says so in one line (exit 0), `thresholds.calibrate` that it
+has no passing runs (exit 2).
+
+Console views are tables only when every run id, test or combo fits whole beside a usable reason
+column; otherwise lines (``report.console.table_fits``).
 
 The console view is rich tables (JSON is the record). Run ids, configs, kernel versions and other
 node facts are node text: every cell is ``cell`` text (no markup, control characters shown;
@@ -17,7 +22,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from rich.console import Console
 from rich.table import Table
@@ -28,8 +33,10 @@ from cvs_tasks.history.compare import Comparison, compare
 from cvs_tasks.history.db import HistoryUnavailable, history_path, present, reading
 from cvs_tasks.history.entry import RunEntry, cluster_key, entry_from_run
 from cvs_tasks.history.store import RunFilter, find_run_id, load_entry, passing_runs, rebuild, recent_runs
+from cvs_tasks.report.console import REASON_MIN, table_fits
+from cvs_tasks.report.formatting import plural
 from cvs_tasks.run.rundir import RunDir, write_json_atomic
-from cvs_tasks.terminal import cell, make_console
+from cvs_tasks.terminal import cell, line, make_console
 
 
 @contextmanager
@@ -47,19 +54,32 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-VERDICTS = ("PASS", "FAIL", "RECORD", "SKIPPED")
+VERDICTS = ("PASS", "FAIL", "RECORD", "SKIPPED", "NOT-RUN")
+NO_RUNS_HINT = "runs are recorded as their commands end; `invoke history.rebuild` imports existing run directories"
 
 
 def show_history(reports_root: Path, history: str | None, filt: RunFilter, *, as_json: bool,
                  console: Console | None = None) -> list[dict]:
+    """The recent runs; an empty or not yet created history is one line (``[]`` with --json), not
+    an error: nothing has failed. A history that is there but unreadable is InfraError (exit 3)."""
     if filt.verdict and filt.verdict.upper() not in VERDICTS:
         raise BadInput(f"--verdict {filt.verdict!r}: use one of {', '.join(VERDICTS)}")
-    with _reading(reports_root, history) as conn:
-        rows = recent_runs(conn, filt)
+    path = history_path(reports_root, history)
+    rows: list[dict] = []
+    if present(path):
+        with _reading(reports_root, history) as conn:
+            rows = recent_runs(conn, filt)
     if as_json:
         print(json.dumps(rows, indent=2, default=str))
-    else:
-        (console or make_console()).print(runs_table(rows))
+        return rows
+    console = console or make_console()
+    if not rows:
+        filtered = any(v for v in (filt.config, filt.cluster, filt.combo, filt.verdict))
+        console.print(cell(f"history {path}: " + ("no run matches the filters" if filtered and present(path)
+                                                  else f"no runs recorded yet ({NO_RUNS_HINT})")), soft_wrap=True)
+        return rows
+    for renderable in runs_view(rows, console.width):
+        console.print(renderable, soft_wrap=True)
     return rows
 
 
@@ -96,8 +116,8 @@ def show_compare(reports_root: Path, history: str | None, run_a: str, run_b: str
         print(json.dumps(data, indent=2, default=str))
     else:
         console = console or make_console()
-        for table in comparison_tables(cmp):
-            console.print(table)
+        for renderable in comparison_view(cmp, console.width):
+            console.print(renderable, soft_wrap=True)
     return data
 
 
@@ -120,8 +140,10 @@ def calibrate_thresholds(reports_root: Path, history: str | None, *, config: str
     spec = load_cluster(Path(cluster))
     key = cluster_key([h.address for h in spec.hosts])
     config_file = str(Path(config).resolve())
-    with _reading(reports_root, history) as conn:
-        found = passing_runs(conn, config_file=config_file, cluster=key, limit=runs)
+    found: list[dict] = []
+    if present(history_path(reports_root, history)):  # none yet is zero runs (exit 2), not a broken history
+        with _reading(reports_root, history) as conn:
+            found = passing_runs(conn, config_file=config_file, cluster=key, limit=runs)
     if len(found) < min_runs:
         raise BadInput(f"only {len(found)} passing run(s) of {config_file} on {key} in the history "
                        f"({history_path(reports_root, history)}); calibration needs {min_runs}. Run the suite "
@@ -176,48 +198,147 @@ def when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 
 
+RUN_HEADERS = ("run", "started", "verdict", "suite", "config", "combo", "combo verdict")
+
+
+def _run_cells(r: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """One row per combo of a run (the run's own cells on its first row); a run without combos is one row."""
+    config = (r.get("config_file") or "").rsplit("/", 1)[-1] + f" [{str(r.get('config_hash') or '')[:8]}]"
+    suite = f"{r.get('suite')} {r.get('backend')}, {plural(len(r.get('hosts') or []), 'node')}"
+    head = (str(r["run_id"]), when(r.get("started")), str(r.get("verdict") or "-"), suite, config)
+    combos = list((r.get("combos") or {}).items()) or [("-", "-")]
+    return [(*(head if i == 0 else ("",) * len(head)), str(combo), str(verdict or "-"))
+            for i, (combo, verdict) in enumerate(combos)]
+
+
+def _reasons(r: Mapping[str, Any]) -> list[str]:
+    """The reason column: the run's verdict reason on its first row, then each combo's own reason."""
+    combo_reasons = r.get("combo_reasons") or {}
+    combos = list(r.get("combos") or {}) or ["-"]
+    first = str(r.get("verdict_reason") or "")
+    return [" · ".join(x for x in ((first if i == 0 else ""), combo_reasons.get(c, "")) if x)
+            for i, c in enumerate(combos)]
+
+
+def runs_view(rows: list[dict[str, Any]], width: int) -> list:
+    """A table when every run id, config and combo fits whole beside a usable reason column, else a
+    block of lines per run (a folded cell would cut a run id in CI logs)."""
+    cells = [c for r in rows for c in _run_cells(r)]
+    if table_fits(RUN_HEADERS, cells, width, fold_min=REASON_MIN):
+        return [runs_table(rows)]
+    return [cell(f"history: {len(rows)} run(s), newest first")] + [text for r in rows for text in run_lines(r)]
+
+
 def runs_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"history: {len(rows)} run(s), newest first", title_justify="left")
-    for col in ("run", "started", "verdict", "suite", "nodes", "config", "combos"):
-        table.add_column(col, overflow="fold")
+    for col in RUN_HEADERS:
+        table.add_column(col, no_wrap=True)
+    table.add_column("reason", overflow="fold")
     for r in rows:
-        combos = Text()
-        for i, (combo, verdict) in enumerate(r["combos"].items()):
-            combos.append_text(cell(("  " if i else "") + combo + " "))
-            combos.append_text(_verdict(verdict))
-        config = (r.get("config_file") or "").rsplit("/", 1)[-1] + f" [{r['config_hash'][:8]}]"
-        table.add_row(cell(r["run_id"]), cell(when(r["started"])), _verdict(r["verdict"]),
-                      cell(f"{r['suite']} {r['backend']}"), cell(len(r["hosts"])), cell(config), combos)
+        for cells, reason in zip(_run_cells(r), _reasons(r)):
+            table.add_row(*(_verdict(c) if i in (2, 6) and c else cell(c) for i, c in enumerate(cells)), cell(reason))
     return table
 
 
-def comparison_tables(cmp: Comparison) -> list[Table]:
+def run_lines(r: Mapping[str, Any]) -> list[Text]:
+    """A run as lines: id, time, verdict and why; suite and config; a line per combo with its verdict and reason."""
+    run_id, started, verdict, suite, config, *_ = _run_cells(r)[0]
+    reason = str(r.get("verdict_reason") or "")
+    out = [line(run_id, "  ", started, "  ", _verdict(verdict), f" - {reason}" if reason else ""),
+           cell(f"  {suite}; {config}")]
+    combo_reasons = r.get("combo_reasons") or {}
+    for combo, combo_verdict in (r.get("combos") or {}).items():
+        why = combo_reasons.get(combo) or ""
+        out.append(line("  ", combo, " ", _verdict(combo_verdict), f" - {why}" if why else ""))
+    return out
+
+
+COMPARE_HEADERS = ("combo", "metric", "A", "A bound", "A verdict", "B", "B bound", "B verdict", "delta", "%")
+
+
+def comparison_view(cmp: Comparison, width: int) -> list:
+    """The two runs' facts, every metric with both values, both bounds and both verdicts, and the
+    node facts that differ: tables when they fit ``width``, else lines."""
     a, b = cmp.a, cmp.b
-    head = Table(title=cell(f"compare {a.run_id} -> {b.run_id}"), title_justify="left", show_header=False)
-    head.add_column("")
-    head.add_column("A")
-    head.add_column("B")
-    head.add_row("verdict", _verdict(a.verdict), _verdict(b.verdict))
-    head.add_row("started", cell(when(a.started)), cell(when(b.started)))
-    head.add_row("config", cell(a.config_hash), cell(b.config_hash))
-    head.add_row("image digest", cell(a.image_digest or "-"), cell(b.image_digest or "-"))
-    head.add_row("provenance", cell(a.provenance), cell(b.provenance, "" if cmp.same_provenance else "yellow"))
-    metrics = Table(title="metrics (delta = B - A)", title_justify="left")
-    for col, just in (("combo", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
-                      ("delta", "right"), ("%", "right"), ("A verdict", "left"), ("B verdict", "left")):
-        metrics.add_column(col, justify=just)
-    for m in cmp.metrics:
-        pct = "-" if m.pct is None else f"{m.pct:+.1f}%"
-        style = "bold" if m.pct is not None and abs(m.pct) >= 5 else ""
-        name = m.metric.removeprefix("training.")
-        metrics.add_row(cell(m.combo), cell(f"{name} ({m.unit})" if m.unit else name), cell(_num(m.a)),
-                        cell(_num(m.b)), cell("-" if m.delta is None else f"{m.delta:+.4g}"), cell(pct, style),
-                        _verdict(m.status_a), _verdict(m.status_b))
-    nodes = Table(title="node fingerprints that differ" if cmp.nodes else "node fingerprints: no difference",
-                  title_justify="left")
-    for col in ("node", "fact", "A", "B"):
-        nodes.add_column(col)
-    for n in cmp.nodes:
-        nodes.add_row(cell(n.host), cell(n.fact), cell(n.a if n.a is not None else "-"),
-                      cell(n.b if n.b is not None else "-"))
-    return [head, metrics, nodes]
+    facts = [("verdict", a.verdict, b.verdict), ("started", when(a.started), when(b.started)),
+             ("config", a.config_hash, b.config_hash), ("image digest", a.image_digest or "-", b.image_digest or "-"),
+             ("provenance", a.provenance, b.provenance)]
+    out: list = []
+    if table_fits(("", "A", "B"), [tuple(map(str, f)) for f in facts], width):
+        out.append(compare_head_table(cmp, facts))
+    else:
+        out.append(cell(f"compare A {a.run_id} -> B {b.run_id}"))
+        out += [line(f"  {label}: A ", _verdict(va) if label == "verdict" else str(va), " / B ",
+                     _verdict(vb) if label == "verdict" else str(vb)) for label, va, vb in facts]
+    rows = [_metric_cells(m) for m in cmp.metrics]
+    if table_fits(COMPARE_HEADERS, rows, width):
+        out.append(compare_metrics_table(cmp.metrics, rows))
+    else:
+        out.append(cell("metrics (delta = B - A), each value with the bound it was judged against:"))
+        out += [metric_line(m) for m in cmp.metrics]
+    node_rows = [(n.host, n.fact, str(n.a if n.a is not None else "-"), str(n.b if n.b is not None else "-"))
+                 for n in cmp.nodes]
+    title = "node fingerprints that differ" if cmp.nodes else "node fingerprints: no difference"
+    if not node_rows:
+        out.append(cell(title))
+    elif table_fits(("node", "fact", "A", "B"), node_rows, width):
+        nodes = Table(title=title, title_justify="left")
+        for col in ("node", "fact", "A", "B"):
+            nodes.add_column(col, no_wrap=True)
+        for row in node_rows:
+            nodes.add_row(*(cell(c) for c in row))
+        out.append(nodes)
+    else:
+        out.append(cell(title + ":"))
+        out += [cell(f"  {host} {fact}: A {va} / B {vb}") for host, fact, va, vb in node_rows]
+    return out
+
+
+def comparison_tables(cmp: Comparison) -> list:
+    """The comparison as tables whatever their width (a console of any width: ``comparison_view``)."""
+    return comparison_view(cmp, 10**6)
+
+
+def compare_head_table(cmp: Comparison, facts: list[tuple[str, Any, Any]]) -> Table:
+    head = Table(title=cell(f"compare {cmp.a.run_id} -> {cmp.b.run_id}"), title_justify="left", show_header=False)
+    for col in ("", "A", "B"):
+        head.add_column(col, no_wrap=True)
+    for label, va, vb in facts:
+        if label == "verdict":
+            head.add_row(cell(label), _verdict(va), _verdict(vb))
+        else:
+            changed = label == "provenance" and not cmp.same_provenance
+            head.add_row(cell(label), cell(va), cell(vb, "yellow" if changed else ""))
+    return head
+
+
+def _metric_name(m) -> str:
+    name = m.metric.removeprefix("training.")
+    return f"{name} ({m.unit})" if m.unit else name
+
+
+def _metric_cells(m) -> tuple[str, ...]:
+    pct = "-" if m.pct is None else f"{m.pct:+.1f}%"
+    return (m.combo, _metric_name(m), _num(m.a), m.expected_a, m.status_a, _num(m.b), m.expected_b, m.status_b,
+            "-" if m.delta is None else f"{m.delta:+.4g}", pct)
+
+
+def compare_metrics_table(metrics: list, rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title="metrics (delta = B - A)", title_justify="left")
+    for col in COMPARE_HEADERS:
+        table.add_column(col, justify="right" if col in ("A", "B", "delta", "%") else "left", no_wrap=True)
+    for m, row in zip(metrics, rows):
+        big = m.pct is not None and abs(m.pct) >= 5
+        table.add_row(*(_verdict(c) if i in (4, 7) else
+                        cell(c, ("yellow" if m.bound_changed else "") if i == 6 else "bold" if i == 9 and big else "")
+                        for i, c in enumerate(row)))
+    return table
+
+
+def metric_line(m) -> Text:
+    """``  combo metric (unit): A 500 PASS (>= 400) -> B 400 FAIL (>= 450); -100 (-20.0%); bound changed``"""
+    pct = "" if m.pct is None else f" ({m.pct:+.1f}%)"
+    delta = "" if m.delta is None else f"; {m.delta:+.4g}{pct}"
+    return line(f"  {m.combo} {_metric_name(m)}: A {_num(m.a)} ", _verdict(m.status_a), f" ({m.expected_a}) -> B "
+                f"{_num(m.b)} ", _verdict(m.status_b), f" ({m.expected_b}){delta}",
+                ("; bound changed", "yellow") if m.bound_changed else "")

@@ -1,5 +1,6 @@
-"""Two runs side by side: per combo and metric both values, the delta and %, both verdicts; per
-node the fingerprint facts that differ. Pure: RunEntry in, rows out."""
+"""Two runs side by side: per combo and metric both values, each with the bound it was judged
+against (so a verdict that flips at +0.0 % shows its moved bound), the delta and %, both verdicts;
+per node the fingerprint facts that differ. Pure: RunEntry in, rows out."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cvs_tasks.history.entry import RunEntry
+from cvs_tasks.report.formatting import bound_text
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,13 @@ class MetricDelta:
     b: float | None
     status_a: str
     status_b: str
+    expected_a: str = "-"  # the bound each run was judged against, as its report printed it
+    expected_b: str = "-"
+
+    @property
+    def bound_changed(self) -> bool:
+        """Both runs judged it, against different bounds: a verdict can flip at +0.0 %."""
+        return "-" not in (self.expected_a, self.expected_b) and self.expected_a != self.expected_b
 
     @property
     def delta(self) -> float | None:
@@ -56,7 +65,8 @@ class Comparison:
             "same_config": self.a.config_hash == self.b.config_hash,
             "same_provenance": self.same_provenance,
             "metrics": [{"combo": m.combo, "metric": m.metric, "unit": m.unit, "a": m.a, "b": m.b,
-                         "delta": m.delta, "pct": m.pct, "status_a": m.status_a, "status_b": m.status_b}
+                         "delta": m.delta, "pct": m.pct, "status_a": m.status_a, "status_b": m.status_b,
+                         "expected_a": m.expected_a, "expected_b": m.expected_b, "bound_changed": m.bound_changed}
                         for m in self.metrics],
             "nodes": [{"host": n.host, "fact": n.fact, "a": n.a, "b": n.b} for n in self.nodes],
         }
@@ -78,7 +88,9 @@ def metric_deltas(a: RunEntry, b: RunEntry) -> list[MetricDelta]:
         ma, mb = ta.get(key), tb.get(key)
         unit = (ma or mb).unit
         out.append(MetricDelta(key[0], key[1], unit, ma.value if ma else None, mb.value if mb else None,
-                               ma.status if ma else "-", mb.status if mb else "-"))
+                               ma.status if ma else "-", mb.status if mb else "-",
+                               bound_text(ma.expected, unit) if ma else "-",
+                               bound_text(mb.expected, unit) if mb else "-"))
     return out
 
 

@@ -76,6 +76,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, host)
     );
     """,
+    # 2: why a combo did not pass (history's reason column)
+    """
+    ALTER TABLE combos ADD COLUMN reason TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -163,8 +167,9 @@ def _set_up(conn: sqlite3.Connection, path: Path) -> None:
     another process creates the same file (SQLite skips the busy handler there): retry that, bounded
     by the busy timeout."""
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
-        check_schema(conn, path)  # before anything is written: a foreign database is left as it was
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if 0 < version <= SCHEMA_VERSION:
+        check_schema(conn, path, version)  # before anything is written: a foreign database is left as it was
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     pause = 0.01
     while True:
@@ -182,11 +187,11 @@ def _set_up(conn: sqlite3.Connection, path: Path) -> None:
 
 
 @functools.cache
-def expected_columns() -> dict[str, frozenset[str]]:
-    """Each table's columns as ``MIGRATIONS`` build them (derived, not listed twice)."""
+def expected_columns(version: int = SCHEMA_VERSION) -> dict[str, frozenset[str]]:
+    """Each table's columns as the first ``version`` of ``MIGRATIONS`` build them (derived, not listed twice)."""
     mem = sqlite3.connect(":memory:")
     try:
-        for migration in MIGRATIONS:
+        for migration in MIGRATIONS[:version]:
             mem.executescript(migration)
         tables = [name for (name,) in mem.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {t: frozenset(row[1] for row in mem.execute(f"PRAGMA table_info({t})")) for t in tables}
@@ -194,9 +199,10 @@ def expected_columns() -> dict[str, frozenset[str]]:
         mem.close()
 
 
-def check_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a database at the current version whose tables are not the ones this code writes."""
-    for table, columns in expected_columns().items():
+def check_schema(conn: sqlite3.Connection, path: Path, version: int = SCHEMA_VERSION) -> None:
+    """Refuse a database whose tables are not the ones this code writes at the version it claims
+    (an older one is then migrated)."""
+    for table, columns in expected_columns(version).items():
         missing = columns - {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
         if missing:
             named = ", ".join(sorted(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")

@@ -57,10 +57,11 @@ class MetricEntry:
 class ComboEntry:
     combo: str
     training: str | None
-    verdict: str | None
+    verdict: str | None  # the combo's: FAIL when any of its tests failed (see ``combo_verdict``)
     args_hash: str | None
     provenance: str
     metrics: list[MetricEntry] = field(default_factory=list)
+    reason: str = ""  # why, for a combo that did not pass: the failing test's reason
 
 
 @dataclass
@@ -147,8 +148,20 @@ def _combo_entry(run: RunDir, results: dict, combo: str, digest: str | None, cfg
     a_hash = record.data.get("args_hash") if record else None
     metrics = [MetricEntry(m["name"], m["value"], m.get("unit") or "", m.get("expected") or "-", m["status"])
                for m in metric.get("metrics", [])]
-    return ComboEntry(combo=combo, training=training.get("status"), verdict=metric.get("status"),
-                      args_hash=a_hash, provenance=provenance_key(digest, a_hash, cfg_hash), metrics=metrics)
+    verdict, reason = combo_verdict([t for t in results.get("tests", []) if t.get("combo") == combo], metric)
+    return ComboEntry(combo=combo, training=training.get("status"), verdict=verdict, args_hash=a_hash,
+                      provenance=provenance_key(digest, a_hash, cfg_hash), metrics=metrics, reason=reason)
+
+
+def combo_verdict(tests: list[dict], metric: dict) -> tuple[str | None, str]:
+    """A combo's verdict and reason: FAIL with the first failed test's reason when any of its tests
+    failed or errored (a combo that died of OOM is FAIL, not its metric row's SKIPPED); else its
+    metric verdict (PASS, or why it has none)."""
+    failed = next((t for t in tests if t.get("status") in ("FAIL", "ERROR")), None)
+    if failed is not None:
+        return "FAIL", f"{failed.get('name')}: {failed.get('reason') or failed.get('status')}"
+    status = metric.get("status")
+    return status, "" if status == "PASS" else str(metric.get("reason") or "")
 
 
 def _node_entries(hosts: list[str], results: dict, fingerprints: dict[str, dict]) -> list[NodeEntry]:

@@ -2,8 +2,9 @@
 and series.
 
 Writing: a run is recorded each time it finishes (also after a ``--run`` resume, which replaces the
-earlier rows of that run). ``record_run_safely`` turns any database trouble into a warning: the run
-directory is the source of truth and ``rebuild`` re-imports it later.
+earlier rows of that run), and each time a command of an ad hoc run ends (``record_command``).
+``record_run_safely`` turns any database trouble into a warning: the run directory is the source
+of truth and ``rebuild`` re-imports it later.
 
 Reading: recent runs with filters, one run back as a RunEntry, a metric's series (the baseline gate's
 past values and the report's trend sparklines), the passing runs calibration uses. Every query is
@@ -58,8 +59,10 @@ def write_entry(conn: sqlite3.Connection, entry: RunEntry) -> None:
              entry.model_name, entry.image, entry.image_digest, entry.verdict, entry.verdict_reason,
              entry.provenance, entry.run_dir))
         conn.executemany(
-            "INSERT INTO combos (run_id, combo, training, verdict, args_hash, provenance) VALUES (?, ?, ?, ?, ?, ?)",
-            [(entry.run_id, c.combo, c.training, c.verdict, c.args_hash, c.provenance) for c in entry.combos])
+            "INSERT INTO combos (run_id, combo, training, verdict, args_hash, provenance, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(entry.run_id, c.combo, c.training, c.verdict, c.args_hash, c.provenance, c.reason)
+             for c in entry.combos])
         conn.executemany(
             "INSERT OR REPLACE INTO metrics (run_id, combo, name, value, unit, expected, status) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -85,6 +88,16 @@ def record_run_safely(run: RunDir, db_path: Path, warn: Callable[[str], None]) -
         warn(f"warning: run {run.run_id} not recorded in the history ({type(exc).__name__}: {exc}); "
              "`invoke history.rebuild` re-imports it")
     return False
+
+
+def record_command(session: Any) -> bool:
+    """After any lifecycle command (a stage run by hand, a chain, `invoke all`): this run's history
+    row, inserted or replaced (one row per run id), so an ad hoc run is in the history when its
+    last command ends. A dry run (nothing kept) or ``history.enabled`` false records nothing; any
+    trouble is a warning on the session's console, never the command's failure."""
+    if not getattr(session.run, "durable", False) or not session.config.history.enabled:
+        return False
+    return record_run_safely(session.run, session.history_path, lambda text: session.say(text, "warning"))
 
 
 def run_dirs(reports_root: Path) -> list[RunDir]:
@@ -165,8 +178,10 @@ def recent_runs(conn: sqlite3.Connection, f: RunFilter = RunFilter()) -> list[di
     rows = [dict(zip(RUN_COLUMNS, r)) for r in conn.execute(sql, (*params, max(1, int(f.limit))))]
     for row in rows:
         row["hosts"] = json.loads(row["hosts"])
-        row["combos"] = {c: v for c, v in conn.execute(
-            "SELECT combo, verdict FROM combos WHERE run_id = ? ORDER BY rowid", (row["run_id"],))}
+        combos = conn.execute("SELECT combo, verdict, reason FROM combos WHERE run_id = ? ORDER BY rowid",
+                              (row["run_id"],)).fetchall()
+        row["combos"] = {c: v for c, v, _ in combos}
+        row["combo_reasons"] = {c: r or "" for c, _, r in combos}
     return rows
 
 
@@ -190,8 +205,8 @@ def load_entry(conn: sqlite3.Connection, run_id: str) -> RunEntry | None:
             "SELECT combo, name, value, unit, expected, status FROM metrics WHERE run_id = ? ORDER BY rowid",
             (run_id,)):
         metrics.setdefault(combo, []).append(MetricEntry(name, value, unit or "", expected or "-", status or ""))
-    combos = [ComboEntry(c, t, v, a, p, metrics.get(c, [])) for c, t, v, a, p in conn.execute(
-        "SELECT combo, training, verdict, args_hash, provenance FROM combos WHERE run_id = ? ORDER BY rowid",
+    combos = [ComboEntry(c, t, v, a, p, metrics.get(c, []), r or "") for c, t, v, a, p, r in conn.execute(
+        "SELECT combo, training, verdict, args_hash, provenance, reason FROM combos WHERE run_id = ? ORDER BY rowid",
         (run_id,))]
     nodes = [NodeEntry(h, r, s, json.loads(f)) for h, r, s, f in conn.execute(
         "SELECT host, rank, status, facts FROM nodes WHERE run_id = ? ORDER BY rank", (run_id,))]

@@ -102,3 +102,20 @@ def plural(count: int, noun: str) -> str:
 def plain_text(text: Any) -> str:
     """Log text without ANSI colour codes or other control characters (they render as boxes)."""
     return _CONTROL.sub("", _ANSI.sub("", "" if text is None else str(text)))
+
+
+_NUMBER = r"[-+]?[\d.,]+(?:e[-+]?\d+)?"
+# ">= 420", "within [1, 2] (median ...)", "500 +/-5%": the bound's number(s), then the rest; a ratio
+# (">= 0.9 x other_metric") has no unit.
+_BOUND = re.compile(rf"^((?:>=|<=|>|<|within)\s*(?:\[[^\]]*\]|{_NUMBER})|{_NUMBER}(?=\s*\+/-))(.*)$",
+                    re.IGNORECASE)
+
+
+def bound_text(expected: Any, unit: str) -> str:
+    """A gate's bound with its unit: ``>= 420`` and ``TFLOP/s/GPU`` -> ``>= 420 TFLOP/s/GPU``; a bound
+    that already names the unit (``<= 3200 ms``) or has no number to attach it to stays as it is."""
+    text = str(expected or "").strip() or DASH
+    if not unit or unit in text or " x " in text:
+        return text
+    found = _BOUND.match(text)
+    return f"{found.group(1)} {unit}{found.group(2)}" if found else text

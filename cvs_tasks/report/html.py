@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from cvs_tasks.report import svg
+from cvs_tasks.report.first_failure import error_where, where_text
 from cvs_tasks.report.formatting import (
     DASH,
     fmt_duration,
@@ -75,11 +76,11 @@ def report_view(results: Mapping[str, Any], effective_config: Any, steps_by_comb
     return {
         "header": header_view(results),
         "facts": summary_facts(results),
-        "counts": {k: results.get("counts", {}).get(k, 0)
-                   for k in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN", "total")},
+        "total": results.get("counts", {}).get("total", 0),
+        "chips": count_chips(results),
         "metric_summary": metric_summary(results),
         "tests": [test_view(t) for t in tests],
-        "first_failure": failure_view(results.get("first_failure")),
+        "first_failure": failure_view(results.get("first_failure"), results.get("run_id")),
         "combos": [combo_view(results, c, steps_by_combo.get(c) or [], (trends or {}).get(c) or {})
                    for c in results.get("combos", [])],
         "checkpoint": checkpoint_view(_find(tests, CHECKPOINT.id, None)),
@@ -134,16 +135,33 @@ def _threshold_text(results: Mapping[str, Any]) -> str:
 
 
 def metric_summary(results: Mapping[str, Any]) -> str:
-    """The filter-bar line: "N metrics, F Failed, P Passed, S Skipped, R Recorded"."""
+    """The metrics chip: "N metrics: F failed, P passed, R recorded, S skipped", naming only the
+    statuses that occur, so a run that failed elsewhere (an OOM) never reads "0 Failed"."""
     mc = results.get("metric_counts", {})
-    return (
-        f"{plural(mc.get('total', 0), 'metric')}, {mc.get('FAIL', 0)} Failed, {mc.get('PASS', 0)} Passed, "
-        f"{mc.get('SKIPPED', 0)} Skipped, {mc.get('RECORD', 0)} Recorded"
-    )
+    parts = [f"{mc.get(key, 0)} {word}" for key, word in
+             (("FAIL", "failed"), ("PASS", "passed"), ("RECORD", "recorded"), ("SKIPPED", "skipped"))
+             if mc.get(key, 0)]
+    return plural(mc.get("total", 0), "metric") + (": " + ", ".join(parts) if parts else "")
+
+
+def count_chips(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The test-count chips under the verdict: every status that occurs (PASS always), so the chips
+    add up to the total and a FAIL verdict always has the chip that made it (or "interrupted")."""
+    counts = results.get("counts", {})
+    chips = [{"key": key, "count": counts.get(key, 0), "label": key}
+             for key in ("PASS", "FAIL", "ERROR", "SKIPPED", "NOT-RUN") if key == "PASS" or counts.get(key, 0)]
+    if results.get("interrupted"):
+        chips.append({"key": "ERROR", "count": "", "label": "interrupted"})
+    return chips
+
+
+LINKS_SHOWN = 8  # log links in a test row; a combo's Nodes table links every node it shows
 
 
 def test_view(test: Mapping[str, Any]) -> dict:
     blocked_by = (test.get("details") or {}).get("blocked_by")
+    links = [{"label": log["label"], "path": href(log["path"])} for log in test.get("logs", [])
+             if log.get("exists") and href(log.get("path"))]
     return {
         "name": test["name"],
         "row_id": _row_id(test["name"]),
@@ -153,9 +171,21 @@ def test_view(test: Mapping[str, Any]) -> dict:
         "status": test["status"],
         "reason": test.get("reason") or "",
         "duration": fmt_test_duration(test.get("status"), test.get("duration_s")),
-        "links": [{"label": log["label"], "path": href(log["path"])} for log in test.get("logs", [])
-                  if log.get("exists") and href(log.get("path"))],
+        **row_links(test, links),
     }
+
+
+def row_links(test: Mapping[str, Any], links: list[dict]) -> dict:
+    """A test row's log links: all of them up to LINKS_SHOWN; at scale the stage log and the failed
+    nodes' logs first, then as many more as fit, and how many are left out (the combo's Nodes table
+    and the run directory hold them all)."""
+    if len(links) <= LINKS_SHOWN:
+        return {"links": links, "more_links": 0}
+    failed = {href(n.get("log")) for n in test.get("nodes") or [] if n.get("status") in ("FAIL", "ERROR")}
+    first = [link for link in links if link["label"] == "stage log" or link["path"] in failed]
+    rest = [link for link in links if link not in first]
+    shown = (first + rest)[:max(LINKS_SHOWN, len(first))]
+    return {"links": shown, "more_links": len(links) - len(shown)}
 
 
 def metric_view(metric: Mapping[str, Any]) -> dict:
@@ -204,10 +234,40 @@ def combo_view(results: Mapping[str, Any], combo: str, steps: Sequence[StepRow],
         "throughput_svg": throughput_svg(combo, steps),
         "error": error_view(training),
         "health": health_rows(details),
-        "nodes": [
-            {**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned"))}
-            for n in (training or {}).get("nodes", [])
-        ],
+        **node_rows((training or {}).get("nodes", []),
+                    {log.get("path") for log in (training or {}).get("logs", []) if log.get("exists")},
+                    culprit=_error_host(details)),
+    }
+
+
+NODE_ROWS = 64  # rows of a combo's node table; every node is in passing_nodes.txt / failing_nodes.txt
+
+
+def node_rows(nodes: Sequence[Mapping[str, Any]], pulled: set | frozenset = frozenset(), *,
+              culprit: Any = None) -> dict:
+    """A combo's node table, the ones to read first: the node the failure was blamed on, the other
+    failed nodes, the nodes behind the furthest step (outliers), then the rest, each by rank; at
+    most NODE_ROWS rows, with how many of each kind are left out. A node's log is a link when its
+    copy is in the run directory (``pulled``)."""
+    steps = [n.get("last_step") for n in nodes if isinstance(n.get("last_step"), int)]
+    furthest = max(steps) if steps else None
+
+    def kind(n: Mapping[str, Any]) -> int:
+        if n.get("status") in ("FAIL", "ERROR"):
+            return 0 if culprit is not None and n.get("host") == culprit else 1
+        step = n.get("last_step")
+        return 2 if furthest is not None and isinstance(step, int) and step < furthest else 3
+
+    ordered = sorted(nodes, key=lambda n: (kind(n), n.get("rank") if isinstance(n.get("rank"), int) else 0))
+    shown, hidden = ordered[:NODE_ROWS], ordered[NODE_ROWS:]
+    left_out = {word: sum(kind(n) in kinds for n in hidden)
+                for word, kinds in (("failed", (0, 1)), ("behind", (2,)), ("passed", (3,)))}
+    return {
+        "nodes": [{**n, "status": n.get("status", ""), "progress": _progress(n.get("last_step"), n.get("planned")),
+                   "href": href(n.get("log")) if n.get("log") in pulled else ""} for n in shown],
+        "nodes_total": len(nodes),
+        "nodes_hidden": len(hidden),
+        "nodes_left_out": ", ".join(f"{count} {word}" for word, count in left_out.items() if count),
     }
 
 
@@ -226,6 +286,11 @@ def training_facts(details: Mapping[str, Any], results: Mapping[str, Any]) -> li
         value = details.get("scaling_efficiency_pct")
         facts.append(("Scaling efficiency", f"{fmt_number(value)} %" if value is not None else DASH))
     return facts + effective_facts(details)
+
+
+def _error_host(details: Mapping[str, Any]) -> Any:
+    error = details.get("error")
+    return error.get("host") if isinstance(error, dict) else None
 
 
 def loss_view(combo: str, details: Mapping[str, Any], steps: Sequence[StepRow]) -> dict:
@@ -271,9 +336,7 @@ def error_view(training: Mapping[str, Any] | None) -> dict | None:
         return None
     details = training.get("details", {})
     error = details.get("error") or {}
-    node = DASH
-    if error.get("host") is not None or error.get("rank") is not None:
-        node = f"{or_dash(error.get('host'))} (rank {or_dash(error.get('rank'))})"
+    node = error_where(error) or DASH  # the node, and the rank its failing line names
     return {
         "signature": or_dash(error.get("name")),
         "cls": or_dash(error.get("cls")),
@@ -315,25 +378,27 @@ def _progress(step: Any, total: Any) -> str:
     return f"{fmt_number(step)} / {fmt_number(total)}"
 
 
-def failure_view(failure: Mapping[str, Any] | None) -> dict | None:
-    """The callout under the verdict: test, node, signature, the line in its log context, the hint."""
+def failure_view(failure: Mapping[str, Any] | None, run_id: Any = None) -> dict | None:
+    """The callout under the verdict: test, node and the rank its line names, signature or failed
+    gates (metric, value and bound with units), the line in its log context, the hint, the node log."""
     if not failure:
         return None
-    node = failure.get("node")
-    if node and failure.get("rank") is not None:
-        node = f"{node} (rank {failure['rank']})"
     return {
         "test": failure.get("test") or DASH,
-        "href": "#" + _row_id(failure.get("test") or ""),
+        "href": "#" + _row_id(failure.get("test") or "") if failure.get("test") else "",
         "status": failure.get("status") or "FAIL",
+        "interrupted": bool(failure.get("interrupted")),
+        "run_id": or_dash(run_id),
         "reason": failure.get("reason") or "",
-        "node": node or DASH,
+        "where": where_text(failure),
         "signature": " · ".join(str(v) for v in (failure.get("signature"), failure.get("cls")) if v),
+        "metrics": list(failure.get("metrics") or []),
         "line_no": failure.get("line_no"),
         "line": plain_text(failure.get("line")),
         "hint": failure.get("hint") or "",
         "context": [(n, plain_text(text), n == failure.get("line_no")) for n, text in failure.get("context") or []],
         "log": href(failure.get("log")),
+        "stage_log": href(failure.get("stage_log")),
     }
 
 

@@ -12,7 +12,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Mapping
 
-from cvs_tasks.report.formatting import fmt_number, plain_text, short_metric
+from cvs_tasks.report.first_failure import error_where
+from cvs_tasks.report.formatting import bound_text, fmt_number, plain_text, short_metric
 
 # Characters XML 1.0 forbids (control characters other than tab/newline/CR, surrogates, U+FFFE/F).
 _ILLEGAL_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -93,11 +94,12 @@ def failure_text(test: Mapping[str, Any]) -> str:
         if m.get("status") == "FAIL":
             lines.append(
                 f"{short_metric(str(m.get('name')))}: {fmt_number(m.get('value'))} {m.get('unit') or ''}".rstrip()
-                + f" (expected {m.get('expected')}){': ' + m['reason'] if m.get('reason') else ''}"
+                + f" (expected {bound_text(m.get('expected'), m.get('unit') or '')})"
+                + (f": {m['reason']}" if m.get("reason") else "")
             )
     error = test.get("details", {}).get("error") or {}
     if error:
-        where = f" on {error.get('host')} (rank {error.get('rank')})" if error.get("host") is not None else ""
+        where = f" on {error_where(error)}" if error.get("host") is not None else ""
         lines.append(f"error {error.get('name')}{where}: {plain_text(error.get('text'))}".rstrip(": "))
     for log in test.get("logs", []):
         if log.get("exists"):

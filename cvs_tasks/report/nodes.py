@@ -1,5 +1,6 @@
 """What the report says about the nodes: each node's fingerprint with drift marked, the bad nodes
-named, and each combo's health findings per node.
+named, and each combo's health findings per node. Drifting, failing and outlier nodes come first
+in every node table, so at 1,024 nodes the ones to read are at the top.
 
 Also ``passing_nodes.txt`` / ``failing_nodes.txt`` (one host per line) for schedulers and ops
 scripts: a node fails when any stage judged it FAIL or ERROR, or ``diagnose`` named it an outlier.
@@ -31,22 +32,23 @@ def _details(results: Mapping[str, Any], stage: str) -> Mapping[str, Any]:
 
 
 def node_verdicts(results: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """(passing hosts, failing host -> why) over every node any stage judged; [] and {} when none did."""
-    judged: list[str] = []
+    """(passing hosts, failing host -> why) over every node any stage judged; [] and {} when none did.
+
+    Linear in nodes x tests (a dict keeps the order hosts were first judged): 1,024 nodes x 16
+    combos is 50,000 node rows."""
+    judged: dict[str, None] = {}
     failing: dict[str, str] = {}
     for test in results.get("tests", []):
         for node in test.get("nodes", []):
-            host = str(node.get("host"))
             if node.get("status") not in ("PASS", "FAIL", "ERROR"):
                 continue
-            if host not in judged:
-                judged.append(host)
+            host = str(node.get("host"))
+            judged.setdefault(host, None)
             if node.get("status") in BAD and host not in failing:
                 failing[host] = f"{test.get('name')}: {node.get('reason') or node.get('status')}"
     for outlier in _details(results, DIAGNOSE).get("outliers", []):
         host = str(outlier.get("host"))
-        if host not in judged:
-            judged.append(host)
+        judged.setdefault(host, None)
         failing.setdefault(host, f"diagnose: {outlier.get('reason')}")
     return [h for h in judged if h not in failing], failing
 
@@ -77,16 +79,19 @@ def nodes_view(results: Mapping[str, Any]) -> dict | None:
         return None
     drifting = {(d.host, d.fact): d.text for d in drift(facts)}
     columns = [f for f in FACT_NAMES if any(f in v for v in facts.values())]
+    # drifting and failing nodes first, then the others in cluster order
+    odd = {h for h, _ in drifting} | set(failing)
     rows = [{"host": h, "cells": [{"value": str(v.get(c, "—")), "drift": drifting.get((h, c), "")} for c in columns]}
-            for h, v in facts.items()]
+            for h, v in sorted(facts.items(), key=lambda hv: hv[0] not in odd)]
+    outliers = {o.get("host") for o in diag.get("outliers", [])}
     return {
         "columns": columns,
         "rows": rows,
         "drift": [f"{h}: {text}" for (h, _), text in drifting.items()],
         "failing": [{"host": h, "why": why} for h, why in failing.items()],
         "passing": passing,
-        "diagnose": [{**n, "outlier": n.get("host") in {o.get("host") for o in diag.get("outliers", [])}}
-                     for n in diag.get("per_node", [])],
+        "diagnose": sorted(({**n, "outlier": n.get("host") in outliers} for n in diag.get("per_node", [])),
+                           key=lambda n: not n["outlier"]),  # outliers first
         "diagnose_reason": diag.get("summary", ""),
     }
 

@@ -102,7 +102,8 @@ def build_results(run: RunDir) -> dict[str, Any]:
         "counts": counts,
         "metric_counts": metric_counts,
         "tests": tests,
-        "first_failure": first_failure(tests, run.path),
+        "first_failure": first_failure(tests, run.path, run_id=manifest.get("run_id") or run.run_id,
+                                       interrupted=interrupted),
     }
 
 
@@ -276,9 +277,9 @@ def collect_logs(
     seen: set[str] = set()
     logs: list[dict[str, Any]] = []
     for label, path, field in listed + conventional:
-        check_in_run(run.path, path, f"{source}: {field}" if field else "")
-        if path in seen:
+        if isinstance(path, str) and path in seen:  # checked once: the same path gives the same answer
             continue
+        check_in_run(run.path, path, f"{source}: {field}" if field else "")
         seen.add(path)
         exists = file_in_run(run.path, path)
         if exists or field:

@@ -28,7 +28,7 @@ def relative_problem(rel: Any) -> str | None:
         return "not a path (a non-empty string relative to the run directory)"
     if len(rel) > MAX_PATH:
         return f"longer than {MAX_PATH} characters"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in rel):
+    if not (rel.isascii() and rel.isprintable()) and any(ord(ch) < 32 or ord(ch) == 127 for ch in rel):
         return "holds a control character"
     if "\\" in rel:
         return "holds a backslash"

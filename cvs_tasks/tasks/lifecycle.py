@@ -73,6 +73,7 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
     flag but not per combo (`invoke container --combo X`) runs only if X still has to train. A
     named stage that leaves the container up says so: the next command reuses it and
     `invoke teardown` removes it."""
+    from cvs_tasks.history.store import record_command
     from cvs_tasks.lifecycle.flow import container_ready, interrupt_guard, run_stage, session_for
     from cvs_tasks.lifecycle.runner import Interrupted, exit_status
 
@@ -93,6 +94,8 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
                     records = run_stage(session, row.id, combos)
             except Interrupted:
                 raise Exit(message="interrupted", code=130) from None
+            finally:
+                record_command(session)  # an ad hoc run is in the history when its command ends
             if needed_by is None and not row.last and not session.dry_run and container_ready(session):
                 session.say(f"the container stays up on {len(session.plan.hosts)} node(s) for the next command; "
                             "`invoke teardown` removes it")

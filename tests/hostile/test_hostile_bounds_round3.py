@@ -60,8 +60,9 @@ def test_calibrate_keeps_an_existing_output_unless_forced(sandbox):
     out.write_text('{"hand": "tuned"}')
     one_line_refusal(sandbox.cli(*calibrate_args(sandbox)), f"{out} exists", "--force")
     assert out.read_text() == '{"hand": "tuned"}'
-    res = sandbox.cli(*calibrate_args(sandbox, "--force"))  # past the guard: no history yet, exit 3
-    assert res.code == 3 and "--force" not in res.text and "Traceback" not in res.text, res.text
+    res = sandbox.cli(*calibrate_args(sandbox, "--force"))  # past the guard: no history yet, no passing run: exit 2
+    assert res.code == 2 and "--force" not in res.text and "Traceback" not in res.text, res.text
+    assert "only 0 passing run(s)" in res.text
 
 
 @pytest.mark.parametrize("parent", ["a\nb", "tab\there", "esc\x1b[2J", "cr\rx"])

@@ -20,3 +20,9 @@ def test_run_returns_one_row_with_the_contract_keys():
     (r,) = report.run(nodes=2, combo_count=2, steps=10, repeats=1)
     assert set(r) == {"name", "value", "unit", "target", "status", "detail"}
     assert r["unit"] == "s" and r["target"] == "<= 2"
+
+
+def test_the_fleet_rows_time_the_render_and_size_the_page():
+    rows = report.run_fleet(nodes=40, combo_count=2, steps=10, repeats=1)
+    assert [r["name"] for r in rows] == ["report.render_s[40x2]", "report.html_kib[40x2]"]
+    assert rows[1]["unit"] == "KiB" and rows[1]["value"] > 0 and rows[1]["status"] == "PASS"

@@ -50,9 +50,9 @@ def test_failure_carries_reason_violated_metric_and_log_path(fixture_run):
     by_name = cases(suite_of(junit_xml(build_results(fixture_run("failed_nccl")))))
     metric_failure = by_name[f"test_metric[{BF16}]"].find("failure")
     assert metric_failure.get("message") == "throughput_per_gpu 396.2 < 420 TFLOP/s/GPU"
-    assert "throughput_per_gpu: 395.11 TFLOP/s/GPU (expected >= 420)" in metric_failure.text
+    assert "throughput_per_gpu: 395.11 TFLOP/s/GPU (expected >= 420 TFLOP/s/GPU)" in metric_failure.text
     training_failure = by_name[f"test_training[{FP8}]"].find("failure")
-    assert "error nccl_timeout on mi300-b (rank 1)" in training_failure.text
+    assert "error nccl_timeout on node mi300-b, rank 9" in training_failure.text  # the rank its line names
     assert "log: logs/training/MBS_4_GBS_128_PRECISION_FP8/out-node1/training.log" in training_failure.text
     assert "[31m" not in training_failure.text
 
