@@ -291,6 +291,10 @@ class RunRequest:
     check_config: bool = True  # teardown skips it: releasing nodes must work after an edit
     dry_run: bool = False
     force: bool = False
+    # the command line may launch containers or train (README, "Joining a run"): it joins a finished
+    # run only when --run names it, and may start a new run; one that only judges or tears down
+    # (False) joins the latest run of its config, open or finished, and never starts one
+    launches: bool = True
 
     def __post_init__(self) -> None:
         check_run_flag(self.run)

@@ -266,7 +266,7 @@ def test_launch_after_teardown_relaunches_and_a_relaunched_container_is_torn_dow
 def test_judging_a_finished_run_launches_nothing(run, monkeypatch, capsys):
     """`invoke metric` / `invoke loss` after `invoke all`: the pre-tasks see nothing to train."""
     from cvs_tasks.tasks import namespace
-    from cvs_tasks.tasks.lifecycle import ForwardingExecutor
+    from cvs_tasks.tasks.chain import ForwardingExecutor
 
     session, hosts = run
     expect_launch(hosts, session)
