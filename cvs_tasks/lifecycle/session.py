@@ -1,7 +1,7 @@
 """A Session is one run directory plus everything a stage needs to act on the cluster.
 
 It resolves which run an ad hoc command belongs to (``resolve_run``: the named one, the latest one
-while it is open, or a new one; README "Joining a run"), says so on the command's first console
+while it is open, or a new one; README "Chaining rules"), says so on the command's first console
 line, refuses a config that changed since the run started (manifest hash), and opens the SSH
 fan-out and the container runtime lazily, once per process.
 """
@@ -262,7 +262,8 @@ def resolve_run(req: RunRequest, root: Path) -> tuple[RunDir | None, str]:
     that run is open (``run_state``). A finished or torn-down run is joined only by a command that
     does not launch (``req.launches``: judging its records, tearing down); one that launches
     starts a new run when a config is named and otherwise is refused with the two ways on. A
-    command that does not launch never starts a run. A dry run is resolved as the run it shows."""
+    command that only judges (``req.judges``) never starts a run. A dry run is resolved as the run
+    it shows."""
     if req.run:
         for cand in (Path(req.run).expanduser(), root / req.run):
             if (cand / "run.json").is_file():
@@ -271,8 +272,8 @@ def resolve_run(req: RunRequest, root: Path) -> tuple[RunDir | None, str]:
                 return run, ("adds to the open run" if state.open else "adds to the run") + f" ({state.detail})"
         if req.run == LATEST:
             raise BadInput(f"--run latest: there is no run in {root} yet; start one without --run")
-        if not req.launches:
-            raise BadInput(f"--run {req.run}: no such run in {root} (nothing to judge or tear down)")
+        if req.judges:
+            raise BadInput(f"--run {req.run}: no such run in {root}: there is nothing to judge")
         return None, NEW_RUN
     if req.new:
         return None, NEW_RUN
@@ -297,14 +298,14 @@ def resolve_run(req: RunRequest, root: Path) -> tuple[RunDir | None, str]:
 
 
 def _new_run(req: RunRequest, root: Path, latest: RunDir | None) -> tuple[None, str]:
-    """A new run, for a command that may launch; refused for one that only judges or tears down."""
-    if req.launches:
+    """A new run; refused for a command that only judges (a new run has nothing recorded)."""
+    if not req.judges:
         return None, NEW_RUN
     if latest is None:
-        raise BadInput(f"there is no run in {root} to judge or tear down: start one (`invoke all`, or a stage "
-                       "command such as `invoke train`), or pass --run <id>")
-    raise BadInput(f"no run of config {req.config} to judge or tear down: the latest run {latest.run_id} is of "
-                   f"{latest.manifest().get('config_file')}; pass --run <id>, or leave out --config to use it")
+        raise BadInput(f"there is no run in {root} to judge: start one (`invoke all`, or a stage command such as "
+                       "`invoke train`), or pass --run <id>")
+    raise BadInput(f"no run of config {req.config} to judge: the latest run {latest.run_id} is of "
+                   f"{latest.manifest().get('config_file')}; pass --run <id>, or leave out --config to judge it")
 
 
 def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:

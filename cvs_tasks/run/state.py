@@ -1,7 +1,7 @@
 """Whether a run is still open, and the line that names a command's run on the console.
 
 A stage command without ``--run`` joins the latest run only while it is open
-(``lifecycle.session.resolve_run``; README, "Joining a run"), and every lifecycle command's first
+(``lifecycle.session.resolve_run``; README, "Chaining rules"), and every lifecycle command's first
 console line says which run it works on, how it came to it, its config and its cluster.
 """
 

@@ -45,7 +45,17 @@ SHORT_FLAGS: dict[str, str] = {
 
 
 class FlagTableTask(invoke.Task):
-    """An Invoke task whose short flags come from ``SHORT_FLAGS``, not from the letters still free."""
+    """An Invoke task whose short flags come from ``SHORT_FLAGS``, not from the letters still free.
+
+    Invoke uses up a task's help dict while it builds the task's flags; it is kept here, so the
+    collection can be parsed more than once in a process (the executor's tests, ``cvs-tasks``)."""
+
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list:
+        kept = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = kept
 
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict:
         opts = super().arg_opts(name, default, taken_names)

@@ -34,7 +34,8 @@ HELP = {
     "config": "Suite config JSON (default: cvs.config in invoke.yaml / INVOKE_CVS_CONFIG, else the latest run's)",
     "cluster": "Cluster file JSON (default: cvs.cluster / INVOKE_CVS_CLUSTER, the latest run's, "
                "else cluster/cluster.json)",
-    "run": "Run id or run directory path (default: the latest run for this config, or a new one)",
+    "run": "Run id, run directory path or `latest`; needed to add launches or training to a run that is over "
+           "(default: the latest run while it is open, else a new one for --config)",
     "suite": "single or distributed (default: from the config name and the host count)",
     "combo": "Sweep cell, e.g. MBS=4,GBS=128,PRECISION=FP8 (repeatable; default: all of sweep.runs)",
     "force": "Redo the stage even if this run already recorded it",
@@ -81,6 +82,7 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
         needed_by = (TRAINING.id, False)
     chain = getattr(c, "cvs_chain", None)
     req.launches = chain.launches if chain is not None else stage_launches(row, with_pre)
+    req.judges = needed_by is None and bool(row.reads) and not with_pre
     req.check_config = row.checks_config
     with user_errors():
         events = listener()

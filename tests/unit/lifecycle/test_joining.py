@@ -1,6 +1,6 @@
-"""Which run a command works on (README, "Joining a run"): the latest run while it is open; a finished
+"""Which run a command works on (README, "Chaining rules"): the latest run while it is open; a finished
 or torn-down run only by name when the command would launch containers or train; judging a closed
-run's records always; a command that launches nothing never starts a run."""
+run's records always; a command that only judges never starts a run."""
 
 from __future__ import annotations
 
@@ -107,21 +107,22 @@ def test_a_killed_harness_leaves_the_run_open(place):
     assert resolve(root, launches=True)[0].path == run.path
 
 
-def test_a_command_that_launches_nothing_never_starts_a_run(place, tmp_path):
+def test_judging_never_starts_a_run_and_teardown_may(place, tmp_path):
     root, config = place
-    with pytest.raises(BadInput, match="there is no run in .* to judge or tear down"):
-        resolve(root, launches=False)
+    with pytest.raises(BadInput, match="there is no run in .* to judge"):
+        resolve(root, launches=False, judges=True)
+    assert resolve(root, launches=False) == (None, "new run")  # teardown, as before
     with pytest.raises(BadInput, match="--run latest: there is no run"):
         resolve(root, run="latest", launches=True)
     make_run(root, config)
     other = tmp_path / "y.json"
     other.write_text("{}")
-    with pytest.raises(BadInput, match="no run of config .*y.json to judge or tear down"):
-        resolve(root, config=str(other), launches=False)
-    with pytest.raises(BadInput, match="--run nope: no such run"):
-        resolve(root, run="nope", launches=False)
+    with pytest.raises(BadInput, match="no run of config .*y.json to judge"):
+        resolve(root, config=str(other), launches=False, judges=True)
+    with pytest.raises(BadInput, match="--run nope: no such run .* nothing to judge"):
+        resolve(root, run="nope", launches=False, judges=True)
     assert resolve(root, config=str(other), launches=True) == (None, "new run")  # another config: another run
-    assert resolve(root, run="nope", launches=True) == (None, "new run")  # made with that id
+    assert resolve(root, run="nope", launches=False) == (None, "new run")  # made with that id
 
 
 def test_the_first_line_names_run_how_config_and_cluster(tmp_path, monkeypatch):
