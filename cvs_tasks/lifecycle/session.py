@@ -1,8 +1,9 @@
 """A Session is one run directory plus everything a stage needs to act on the cluster.
 
-It resolves which run an ad hoc command belongs to (the named one, the latest one for the same
-config, or a new one), refuses a config that changed since the run started (manifest hash), and
-opens the SSH fan-out and the container runtime lazily, once per process.
+It resolves which run an ad hoc command belongs to (``resolve_run``: the named one, the latest one
+while it is open, or a new one; README "Chaining rules"), says so on the command's first console
+line, refuses a config that changed since the run started (manifest hash), and opens the SSH
+fan-out and the container runtime lazily, once per process.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from typing import Callable
 from cvs_tasks import __version__
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
 from cvs_tasks.errors import BadInput
-from cvs_tasks.inputs import InputRefused, read_secret
+from cvs_tasks.inputs import InputRefused, open_regular, read_secret
 from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.lifecycle.nodes import NodeSource, StaticNodes, node_source
 from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan, ready_or_refused
 from cvs_tasks.run import RunDir
 from cvs_tasks.run.events import Message, ignore
 from cvs_tasks.run.redact import Redactor
-from cvs_tasks.run.rundir import DryRunDir, RunRequest, check_run_flag
+from cvs_tasks.run.rundir import LATEST, DryRunDir, RunRequest, check_run_flag
+from cvs_tasks.run.state import first_mention, run_line, run_state
 
 SHIPPED_CLUSTER = Path("cluster") / "cluster.json"  # the repo's cluster file, edited in place
 
@@ -44,8 +46,10 @@ class Session:
     stop: threading.Event = field(default_factory=threading.Event)
     scratch: Path | None = None  # a dry run's throw-away run folder, removed on close / exit
     printed: set = field(default_factory=set)  # (stage, combos) a dry run already printed
+    told: set = field(default_factory=set)  # one-time console notes already shown (`--with-pre`'s plan)
     primus_yamls: dict = field(default_factory=dict)  # YAML check command -> (yaml, header), once per run
     nodes: NodeSource = field(default_factory=StaticNodes)  # where the hosts come from
+    how: str = "new run"  # how the command came to its run (``resolve_run``), for its first line
     _hosts: object | None = None
     _runtime: object | None = None
 
@@ -139,21 +143,49 @@ def _owner() -> str:
 
 
 def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore) -> Session:
-    """Resolve the run directory for ``req`` and load its config; refuse a changed config."""
+    """Resolve the run directory for ``req`` and load its config; refuse a changed config.
+
+    The first line the listener gets names the run, how the command came to it, its config and
+    cluster (``run_line``), once per run per process; what is learnt before it (the default
+    cluster, readiness warnings) follows it."""
+    notes: list[Message] = []
+    try:
+        session = _open(req, notes.append)
+    except BaseException:
+        for note in notes:
+            listener(note)
+        raise
+    session.listener = listener
+    if first_mention(session.run):
+        run_id = None if session.scratch is not None else session.run.run_id  # a dry run's new run has none
+        listener(Message(run_line(run_id, session.how, session.plan.suite.config_path, session.plan.cluster.path,
+                                  dry_run=not session.run.durable)))
+    for note in notes:
+        listener(note)
+    return session
+
+
+def _open(req: RunRequest, listener: Callable[[object], None]) -> Session:
     root = req.reports_root  # req.run was checked when the request was built
-    existing = _existing_run(req, root)
+    for flag, path, what in (("--config", req.config, "config"), ("--cluster", req.cluster, "cluster")):
+        if path:
+            _readable(path, what, flag)  # a missing file is named first, before any run is looked for
+    existing, how = resolve_run(req, root)
     if existing is not None:
         check_run_flag(existing.run_id)
-    if existing is not None:
         manifest = existing.manifest()
         config = req.config or manifest.get("config_file")
         cluster = req.cluster or manifest.get("cluster_file")
         suite_flag = req.suite or manifest.get("suite_flag")
+        recorded = f"run {existing.run_id}'s manifest"
     else:
         config, cluster, suite_flag = req.config, req.cluster, req.suite
+        recorded = ""
     if not config:
         raise BadInput("no config: pass --config <file> or set cvs.config in invoke.yaml / INVOKE_CVS_CONFIG "
                        "(see `invoke config.list`)")
+    if not req.config:
+        _readable(config, "config", recorded)  # the run's: named before the cluster is read
     if not cluster and SHIPPED_CLUSTER.is_file():
         cluster = str(SHIPPED_CLUSTER)
         listener(Message(f"cluster: {SHIPPED_CLUSTER} (the default; --cluster, cvs.cluster in invoke.yaml or "
@@ -161,6 +193,8 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
     if not cluster:
         raise BadInput(f"no cluster file: pass --cluster <file>, set cvs.cluster in invoke.yaml / INVOKE_CVS_CLUSTER, "
                        f"or write {SHIPPED_CLUSTER} (e.g. from cluster/localhost.json)")
+    if not req.cluster:
+        _readable(cluster, "cluster", recorded or "the default cluster file")
     cluster_obj: Cluster = load_cluster(Path(cluster))
     suite: Suite = load_suite(Path(config), cluster_obj)
     _refuse_placeholders(suite)
@@ -188,10 +222,19 @@ def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore
             raise
     run.redact = redactor  # every file the run directory writes from now on is masked of them
     session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
-                      redactor=redactor, nodes=node_source(plan, dry_run=req.dry_run), _hosts=hosts)
+                      redactor=redactor, nodes=node_source(plan, dry_run=req.dry_run), _hosts=hosts, how=how)
     if req.dry_run and existing is None:
         session.scratch = run.path.parent  # removed at exit (stage tasks never call close())
     return session
+
+
+def _readable(path: str, what: str, given_by: str) -> None:
+    """Name a missing or unreadable config or cluster file first, and where its path came from
+    (a flag, a run's manifest), before any file it would have led to is read."""
+    try:
+        os.close(open_regular(path, what))
+    except InputRefused as exc:
+        raise BadInput(f"{given_by + ' ' if given_by else ''}{path}: {exc.message}") from None
 
 
 def _refuse_placeholders(suite: Suite) -> None:
@@ -207,21 +250,62 @@ def _refuse_placeholders(suite: Suite) -> None:
                        "(from passing runs in the history), or set enforce_thresholds false to record only.")
 
 
-def _existing_run(req: RunRequest, root: Path) -> RunDir | None:
+NEW_RUN = "new run"
+
+
+def resolve_run(req: RunRequest, root: Path) -> tuple[RunDir | None, str]:
+    """The run a command works on (None: a new one) and how it came to it, for its first line.
+
+    ``--run`` names the run (``latest`` the newest); a named run that does not exist yet is
+    created with that id. Without it, ``invoke all`` (``req.new``) starts a new run, and a stage
+    command joins the latest run of its config (the latest of any when no config is named) while
+    that run is open (``run_state``). A finished or torn-down run is joined only by a command that
+    does not launch (``req.launches``: judging its records, tearing down); one that launches
+    starts a new run when a config is named and otherwise is refused with the two ways on. A
+    command that only judges (``req.judges``) never starts a run. A dry run is resolved as the run
+    it shows."""
     if req.run:
         for cand in (Path(req.run).expanduser(), root / req.run):
             if (cand / "run.json").is_file():
-                return RunDir(cand.resolve())
-        return None
+                run = RunDir(cand.resolve())
+                state = run_state(run)
+                return run, ("adds to the open run" if state.open else "adds to the run") + f" ({state.detail})"
+        if req.run == LATEST:
+            raise BadInput(f"--run latest: there is no run in {root} yet; start one without --run")
+        if req.judges:
+            raise BadInput(f"--run {req.run}: no such run in {root}: there is nothing to judge")
+        return None, NEW_RUN
     if req.new:
-        return None
-    latest = root / "latest"
-    if not (latest / "run.json").is_file():
-        return None
-    run = RunDir(latest.resolve())
-    if req.config and Path(run.manifest().get("config_file", "")).resolve() != Path(req.config).resolve():
-        return None  # a different config is a different run
-    return run
+        return None, NEW_RUN
+    latest = root / LATEST
+    run = RunDir(latest.resolve()) if (latest / "run.json").is_file() else None
+    config = run.manifest().get("config_file", "") if run is not None else ""
+    if run is None or (req.config and Path(config).resolve() != Path(req.config).resolve()):
+        return _new_run(req, root, run)  # a different config is a different run
+    state = run_state(run)
+    if state.open:
+        return run, f"joins the open run ({state.detail})"
+    if not req.launches:
+        return run, f"joins the run that is over ({state.detail}); this command launches nothing"
+    if req.config:
+        return None, f"{NEW_RUN} (the latest run of this config, {run.run_id}, is over: {state.detail})"
+    raise BadInput(
+        f"the latest run {run.run_id} is over ({state.detail}; config {config}), and this command would "
+        "launch containers or train. Two ways on:\n"
+        f"  --run {run.run_id}   adds to that run (its recorded stages are kept; the container is launched again)\n"
+        "  --config <file>   starts a new run\n"
+        "Judging what it recorded (metric, loss, report) needs neither.")
+
+
+def _new_run(req: RunRequest, root: Path, latest: RunDir | None) -> tuple[None, str]:
+    """A new run; refused for a command that only judges (a new run has nothing recorded)."""
+    if not req.judges:
+        return None, NEW_RUN
+    if latest is None:
+        raise BadInput(f"there is no run in {root} to judge: start one (`invoke all`, or a stage command such as "
+                       "`invoke train`), or pass --run <id>")
+    raise BadInput(f"no run of config {req.config} to judge: the latest run {latest.run_id} is of "
+                   f"{latest.manifest().get('config_file')}; pass --run <id>, or leave out --config to judge it")
 
 
 def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:

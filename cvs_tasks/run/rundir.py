@@ -291,6 +291,10 @@ class RunRequest:
     check_config: bool = True  # teardown skips it: releasing nodes must work after an edit
     dry_run: bool = False
     force: bool = False
+    # the command line may launch containers or train (README, "Chaining rules"): it joins a run that
+    # is over only when --run names it; one that does not (judging, teardown) joins any
+    launches: bool = True
+    judges: bool = False  # the command only judges records (metric, loss): it never starts a run
 
     def __post_init__(self) -> None:
         check_run_flag(self.run)

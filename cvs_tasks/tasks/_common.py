@@ -1,4 +1,5 @@
-"""What every task module shares: turning library errors into a message and an exit status."""
+"""What every task module shares: the short-flag table and the ``task`` decorator that applies it,
+turning library errors into a message and an exit status, numeric flags, Invoke's ``cvs.*`` defaults."""
 
 from __future__ import annotations
 
@@ -9,11 +10,72 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import invoke
 from invoke.exceptions import Exit
 
 from cvs_tasks.errors import BadInput, CvsError
 from cvs_tasks.identifiers import ASCII_DECIMAL
 from cvs_tasks.terminal import visible
+
+# -- one short flag, one meaning, in every task ---------------------------------------------------
+# parameter name -> its one-letter flag. A flag not listed here has no short form. Invoke's own rule
+# (the first free letter of the name) gave `-c` config in one task and cluster in the next; every
+# task here is made with ``task`` below, and tests/unit/lifecycle/test_short_flags.py walks them all.
+SHORT_FLAGS: dict[str, str] = {
+    "config": "c",
+    "cluster": "l",
+    "run": "r",
+    "suite": "s",
+    "combo": "o",
+    "force": "f",
+    "dry_run": "d",
+    "reports_dir": "e",
+    "with_pre": "p",
+    "exitfirst": "x",
+    "json": "j",
+    "known_hosts": "k",
+    "nodes": "n",
+    "all_owners": "a",
+    "yes": "y",
+    "timeout": "t",
+    "quick": "q",
+    "with_thresholds": "w",
+    "model": "m",
+}
+
+
+class FlagTableTask(invoke.Task):
+    """An Invoke task whose short flags come from ``SHORT_FLAGS``, not from the letters still free.
+
+    Invoke uses up a task's help dict while it builds the task's flags; it is kept here, so the
+    collection can be parsed more than once in a process (the executor's tests, ``cvs-tasks``)."""
+
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list:
+        kept = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = kept
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict:
+        opts = super().arg_opts(name, default, taken_names)
+        letter = SHORT_FLAGS.get(name)
+        opts["names"] = [opts["names"][0]] + ([letter] if letter else [])
+        return opts
+
+
+def task(*args, **kwargs):
+    """``invoke.task`` making a ``FlagTableTask``: use it for every task of this collection."""
+    kwargs.setdefault("klass", FlagTableTask)
+    return invoke.task(*args, **kwargs)
+
+
+# the program the user typed, for commands a message suggests (the console script sets it)
+PROGRAM = ["invoke"]
+
+
+def program() -> str:
+    return PROGRAM[0]
 
 
 @contextmanager

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from invoke import Collection, task
+from invoke import Collection
 from invoke.exceptions import Exit
 
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import task, user_errors
 
 
 @task(help={

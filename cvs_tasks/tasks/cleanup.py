@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from invoke import Collection, task
+from invoke import Collection
 
 from cvs_tasks.errors import BadInput, InfraError
-from cvs_tasks.tasks._common import configured, user_errors
+from cvs_tasks.tasks._common import configured, task, user_errors
 
 
 @task(default=True, help={

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from invoke import Collection, task
+from invoke import Collection
 
 from cvs_tasks.errors import BadInput, InfraError
-from cvs_tasks.tasks._common import configured, seconds_flag, user_errors
+from cvs_tasks.tasks._common import configured, seconds_flag, task, user_errors
 from cvs_tasks.terminal import echo
 
 DEFAULT_VISIBLE_CHECK = "test -e /dev/kfd"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from invoke import Collection, task
+from invoke import Collection
 
-from cvs_tasks.tasks._common import user_errors
+from cvs_tasks.tasks._common import task, user_errors
 
 
 @task(name="list", help={"filter": "Only templates whose file name contains this text (e.g. 8b, mi355x, threshold)."})

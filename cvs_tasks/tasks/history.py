@@ -5,10 +5,10 @@ directories), `invoke compare RUN_A RUN_B` (two runs side by side) and `invoke t
 
 from __future__ import annotations
 
-from invoke import Collection, task
+from invoke import Collection
 
 from cvs_tasks.errors import BadInput
-from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, number_flag, reports_root, user_errors
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, number_flag, reports_root, task, user_errors
 from cvs_tasks.terminal import echo
 
 COMMON = {

@@ -7,56 +7,66 @@ namespace per stage, its default task named as in the table, its help line, its 
 where the stage takes one, and ``pre=`` the tasks of the stages it needs. Adding a stage to the
 table adds its command here.
 
-Invoke calls pre-tasks without the caller's arguments, so ``invoke train --config x.json`` would
-launch the container of no config at all. ``ForwardingExecutor`` (enabled by
-``tasks.executor_class`` in the project's ``invoke.yaml``) gives each pre-task the caller's values
-for the flags the pre-task itself declares (``--config``, ``--cluster``, ``--run``, ``--suite``,
-``--combo``, ``--dry-run``, ``--reports-dir``) — never ``--force``, which is meant for the task the
-user named. Each pre-task's context also carries ``cvs_needed_by``: the stage of the task the user
-named and whether it was forced, so a pre-task can skip itself when that task has nothing left to
-do (``invoke metric`` after a finished run launches nothing; ``stage_task``, ``needs_work``).
+A command line is one run: ``cvs_tasks.tasks.chain.ForwardingExecutor`` sees it whole, gives every
+task the run-context flags given to any of them, and each pre-task its caller's flags and whom it
+serves (``cvs_needed_by``), so a pre-task skips itself when the named task has nothing left to do
+(``needs_work``). A judging stage (metric, loss) runs its pre-tasks only with ``--with-pre``;
+without, it judges what is recorded and refuses a combo with no training record
+(``refuse_untrained``).
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import replace
 from typing import Sequence
 
-from invoke import Call, Collection, Executor, Task, task
+from invoke import Collection, Task
 from invoke.exceptions import Exit
 
 from cvs_tasks.demo import fault_help
+from cvs_tasks.errors import BadInput
 from cvs_tasks.run.rundir import RunRequest
 from cvs_tasks.run.stages import TRAINING, Stage, table
 from cvs_tasks.run.stages import stage as stage_row
-from cvs_tasks.tasks._common import REPORTS_DIR_HELP, configured, reports_root, user_errors
+from cvs_tasks.tasks._common import (
+    REPORTS_DIR_HELP,
+    FlagTableTask,
+    configured,
+    program,
+    reports_root,
+    task,
+    user_errors,
+)
+from cvs_tasks.tasks.chain import stage_launches
 from cvs_tasks.terminal import echo
 
 HELP = {
     "config": "Suite config JSON (default: cvs.config in invoke.yaml / INVOKE_CVS_CONFIG, else the latest run's)",
     "cluster": "Cluster file JSON (default: cvs.cluster / INVOKE_CVS_CLUSTER, the latest run's, "
                "else cluster/cluster.json)",
-    "run": "Run id or run directory path (default: the latest run for this config, or a new one)",
+    "run": "Run id, run directory path or `latest`; needed to add launches or training to a run that is over "
+           "(default: the latest run while it is open, else a new one for --config)",
     "suite": "single or distributed (default: from the config name and the host count)",
     "combo": "Sweep cell, e.g. MBS=4,GBS=128,PRECISION=FP8 (repeatable; default: all of sweep.runs)",
     "force": "Redo the stage even if this run already recorded it",
     "dry_run": "Print every command that would run on each node instead of running it",
     "reports_dir": REPORTS_DIR_HELP,
 }
+WITH_PRE_HELP = ("Where a combo has no training record, run what records it first (container, tokenizer, smoke, "
+                 "training; the console says which combos on which nodes); without it, judging trains nothing")
 
 
 NO_COMBO = {k: v for k, v in HELP.items() if k != "combo"}
 
 
 def request(c, config=None, cluster=None, run=None, suite=None, dry_run=False, force=False, reports_dir=None,
-            new=False) -> RunRequest:
+            new=False, launches=True) -> RunRequest:
     """The run a task acts on: its flags, else Invoke's ``cvs.*`` configuration (``configured``).
     A hostile ``--run`` is refused here, before the lifecycle code is imported."""
     with user_errors():
         return RunRequest(config=configured(c, "config", config), cluster=configured(c, "cluster", cluster),
                           run=run, suite=suite, dry_run=bool(dry_run), force=bool(force),
-                          reports_dir=configured(c, "reports_dir", reports_dir), new=new)
+                          reports_dir=configured(c, "reports_dir", reports_dir), new=new, launches=launches)
 
 
 def listener():
@@ -65,14 +75,15 @@ def listener():
     return make_console_listener()
 
 
-def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = None) -> None:
+def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = None, with_pre: bool = False) -> None:
     """Run one lifecycle stage for the resolved run; exit with the stage's status.
 
     Combos are checked before anything runs. As a pre-task (``c.cvs_needed_by``) the stage runs
     only if the task the user named still has work (``needs_work``); a stage with a ``--combo``
     flag but not per combo (`invoke container --combo X`) runs only if X still has to train. A
-    named stage that leaves the container up says so: the next command reuses it and
-    `invoke teardown` removes it."""
+    judging stage named without ``--with-pre`` refuses combos with no training record
+    (``refuse_untrained``). A named stage that leaves the container up says so: the next command
+    reuses it and `invoke teardown` removes it."""
     from cvs_tasks.history.store import record_command
     from cvs_tasks.lifecycle.flow import container_ready, interrupt_guard, run_stage, session_for
     from cvs_tasks.lifecycle.runner import Interrupted, exit_status
@@ -80,6 +91,9 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
     needed_by = getattr(c, "cvs_needed_by", None)
     if needed_by is None and combos and row.combo_flag:
         needed_by = (TRAINING.id, False)
+    chain = getattr(c, "cvs_chain", None)
+    req.launches = chain.launches if chain is not None else stage_launches(row, with_pre)
+    req.judges = needed_by is None and bool(row.reads) and not with_pre
     req.check_config = row.checks_config
     with user_errors():
         events = listener()
@@ -89,6 +103,11 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
                 session.plan.combo(combo)  # an unknown combo is refused before any remote command
             if needed_by is not None and not needs_work(session, needed_by, combos):
                 return
+            if needed_by is None and row.reads and not with_pre:
+                refuse_untrained(session, row, combos)
+            named = stage_row(needed_by[0]) if needed_by is not None and needed_by[0] else None
+            if named is not None and named.reads:
+                tell_with_pre(session, named, combos)
             try:
                 with interrupt_guard(session):
                     records = run_stage(session, row.id, combos)
@@ -96,9 +115,10 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
                 raise Exit(message="interrupted", code=130) from None
             finally:
                 record_command(session)  # an ad hoc run is in the history when its command ends
-            if needed_by is None and not row.last and not session.dry_run and container_ready(session):
+            last = getattr(c, "cvs_last_stage", True)  # the line's last stage command says it, once
+            if needed_by is None and last and not row.last and not session.dry_run and container_ready(session):
                 session.say(f"the container stays up on {len(session.plan.hosts)} node(s) for the next command; "
-                            "`invoke teardown` removes it")
+                            f"`{program()} teardown` removes it")
         code = exit_status(records)
         if code:
             raise Exit(code=code)
@@ -118,9 +138,56 @@ def needs_work(session, needed_by: tuple[str | None, bool], combos: Sequence[str
     if forced and reads == stage_id:
         return True
     if stage_row(reads).per_combo:
-        selected = list(combos) if combos else session.plan.combo_ids
-        return any(not is_done(session.run.read_record(reads, c)) for c in selected)
+        return bool(pending(session, reads, combos))
     return not is_done(session.run.read_record(reads))
+
+
+def pending(session, stage_id: str, combos: Sequence[str] | None) -> list[str]:
+    """The selected combos (all of sweep.runs when none) whose ``stage_id`` record is not final."""
+    from cvs_tasks.lifecycle.runner import is_done
+
+    selected = list(combos) if combos else session.plan.combo_ids
+    return [c for c in selected if not is_done(session.run.read_record(stage_id, c))]
+
+
+def refuse_untrained(session, row: Stage, combos: Sequence[str] | None) -> None:
+    """A judging stage judges what is recorded: a combo it is asked about whose ``reads`` stage never
+    ran (no record, or one shown but never started) is refused (exit 2) before anything is judged,
+    naming the command that records it. A failed or errored record is judged (SKIPPED, with its cause)."""
+    selected = list(combos) if combos else session.plan.combo_ids
+    missing = [c for c in selected if _never_ran(session.run.read_record(row.reads, c))]
+    if not missing:
+        return
+    source = stage_row(row.reads)
+    run = f" --run {session.run.run_id}" if session.scratch is None else ""
+    dry = " --dry-run" if session.dry_run else ""
+    picks = " ".join(f'--combo "{c}"' for c in missing)
+    asked = " ".join(f'--combo "{c}"' for c in combos or ())
+    recorded = [c for c in selected if c not in missing]
+    raise BadInput(
+        f"run {session.run.run_id} has no {source.id} record for {len(missing)} combo(s) asked for: "
+        f"{', '.join(missing)}. `{program()} {row.task}` judges what is recorded and trains nothing. Either\n"
+        f"  {program()} {source.task} {picks}{run}{dry}   records them, then judge again, or\n"
+        f"  {program()} {row.task} {(asked + ' ') if asked else ''}--with-pre{run}{dry}   runs what they need first, "
+        "then judges"
+        + (f"\nRecorded, judged with --combo: {', '.join(recorded)}" if recorded else ""))
+
+
+def _never_ran(record) -> bool:
+    return record is None or (record.status == "SKIPPED" and not record.data.get("blocked_by"))
+
+
+def tell_with_pre(session, named: Stage, combos: Sequence[str] | None) -> None:
+    """Before `--with-pre` runs a judging task's prerequisites: which combos, on which nodes (once)."""
+    key = ("with-pre", named.id)
+    if key in session.told:
+        return
+    session.told.add(key)
+    todo = pending(session, named.reads, combos)
+    nodes = ", ".join(h.address for h in session.plan.hosts)
+    session.say(f"--with-pre: {len(todo)} combo(s) of run {session.run.run_id} have no {named.reads} result: "
+                f"{', '.join(todo)}; running what they need first (container, tokenizer, smoke as needed, then "
+                f"{named.reads}) on {len(session.plan.hosts)} node(s): {nodes}", "warning")
 
 
 # -- the stage commands, from the stage table ------------------------------------------------------
@@ -142,7 +209,14 @@ def stage_collections() -> list[Collection]:
 
 
 def _task(row: Stage, pre: list[Task]) -> Task:
-    if row.per_combo or row.combo_flag:
+    if row.reads:  # a judging stage: its pre-tasks run only when asked (see the module docstring)
+        def body(c, config=None, cluster=None, run=None, suite=None, combo=None, force=False, dry_run=False,
+                 reports_dir=None, with_pre=False):
+            stage_task(c, row, request(c, config, cluster, run, suite, dry_run, force, reports_dir), combo,
+                       bool(with_pre))
+
+        helps = dict(HELP, with_pre=WITH_PRE_HELP)
+    elif row.per_combo or row.combo_flag:
         def body(c, config=None, cluster=None, run=None, suite=None, combo=None, force=False, dry_run=False,
                  reports_dir=None):
             stage_task(c, row, request(c, config, cluster, run, suite, dry_run, force, reports_dir), combo)
@@ -158,8 +232,8 @@ def _task(row: Stage, pre: list[Task]) -> Task:
     # Invoke deduplicates calls by task name and body code: give each stage's body its own code
     # object, or `invoke metric loss` would run `metric.check` twice and never `loss.check`.
     body.__code__ = body.__code__.replace(co_name=f"{row.id}_task")
-    made = Task(body, name=row.task_name, pre=pre, default=True, help=helps,
-                iterable=["combo"] if "combo" in helps else None)
+    made = FlagTableTask(body, name=row.task_name, pre=pre, default=True, help=helps,
+                         iterable=["combo"] if "combo" in helps else None)
     made.cvs_stage = row.id  # read by the ForwardingExecutor: whom a pre-task serves
     return made
 
@@ -271,54 +345,3 @@ def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=Non
                  f"failing nodes: {session.run.path / 'failing_nodes.txt'}")
     if code:
         raise Exit(code=code)
-
-
-# -- pre-tasks get the caller's flags --------------------------------------------------------------
-FORWARDED = ("config", "cluster", "run", "suite", "combo", "dry_run", "reports_dir")
-
-
-def _params(task: Task) -> set[str]:
-    return set(inspect.signature(task.body).parameters)
-
-
-class PrerequisiteCall(Call):
-    """A pre-task call that knows the directly named task it runs for: (stage, forced)."""
-
-    def __init__(self, task: Task, *, needed_by: tuple[str | None, bool], **kwargs) -> None:
-        super().__init__(task, **kwargs)
-        self.needed_by = needed_by
-
-    def make_context(self, config):
-        context = super().make_context(config)
-        context._set(cvs_needed_by=self.needed_by)
-        return context
-
-
-class ForwardingExecutor(Executor):
-    """Expands each call's pre-tasks with the caller's flags and whom they serve (see the module docstring)."""
-
-    def expand_calls(self, calls, needed_by: tuple[str | None, bool] | None = None,
-                     inherited: dict | None = None):
-        ret = []
-        for call in calls:
-            if isinstance(call, Task):
-                call = Call(call)
-            serves = needed_by or (getattr(call.task, "cvs_stage", None), bool(call.kwargs.get("force")))
-            # the run context flows down the whole chain: train -> smoke -> tokenizer -> container
-            context = dict(inherited or {})
-            context.update((k, v) for k, v in call.kwargs.items() if k in FORWARDED and v not in (None, [], ()))
-            pre = [self._with_context(p, context, serves) for p in call.pre]
-            ret.extend(self.expand_calls(pre, serves, context))
-            ret.append(call)
-            ret.extend(self.expand_calls(call.post, serves, context))
-        return ret
-
-    @staticmethod
-    def _with_context(pre, context: dict, serves: tuple[str | None, bool]) -> Call:
-        task = pre.task if isinstance(pre, Call) else pre
-        own = dict(pre.kwargs) if isinstance(pre, Call) else {}
-        accepted = _params(task)
-        for key, value in context.items():
-            if key in accepted and key not in own:
-                own[key] = value
-        return PrerequisiteCall(task, kwargs=own, needed_by=serves)

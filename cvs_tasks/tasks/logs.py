@@ -11,11 +11,11 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-from invoke import Collection, task
+from invoke import Collection
 from invoke.exceptions import Exit
 
 from cvs_tasks.errors import GateFailed
-from cvs_tasks.tasks._common import number_flag, user_errors
+from cvs_tasks.tasks._common import number_flag, task, user_errors
 from cvs_tasks.terminal import echo
 
 

@@ -6,10 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from invoke import Collection, task
+from invoke import Collection
 
 from cvs_tasks.errors import GateFailed
-from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, user_errors
+from cvs_tasks.tasks._common import REPORTS_DIR_HELP, reports_root, task, user_errors
 from cvs_tasks.terminal import echo
 
 
@@ -26,9 +26,14 @@ def render(c, run=None, reports_dir=None, history=None):
     from cvs_tasks.history.store import report_trends
     from cvs_tasks.report import print_summary, render_all
     from cvs_tasks.run.rundir import RunDir
+    from cvs_tasks.run.state import first_mention, run_line, run_state
 
     with user_errors():
         run_dir = RunDir.resolve(reports_root(c, reports_dir), run)
+        if first_mention(run_dir):
+            manifest = run_dir.manifest()
+            echo(run_line(run_dir.run_id, f"renders its reports ({run_state(run_dir).detail})",
+                          manifest.get("config_file"), manifest.get("cluster_file")))
         trends = report_trends(Path(history).expanduser() if history else None,
                                warn=lambda text: echo(text, file=sys.stderr))
         paths = render_all(run_dir, trends)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from invoke import Collection, task
+from invoke import Collection
 
-from cvs_tasks.tasks._common import number_flag, user_errors
+from cvs_tasks.tasks._common import number_flag, task, user_errors
 
 STATE_HELP = "State directory (default: $CVS_TESTBED_DIR or /tmp/cvs-testbed)"
 

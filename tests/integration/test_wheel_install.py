@@ -114,3 +114,18 @@ def test_a_wheel_install_lists_copies_and_loads_its_templates(wheel_venv, tmp_pa
     assert loaded["combos"] == ["MBS=4,GBS=128,PRECISION=FP8", "MBS=4,GBS=128,PRECISION=BF16"]
     assert loaded["threshold"] == str(work / "site" / "mi300x_megatron_llama-3.1-8b_single_threshold.json")
     assert loaded["backend"] == "megatron"
+
+
+def test_the_installed_console_script_works_from_any_folder(wheel_venv, tmp_path):
+    """`cvs-tasks` (pyproject [project.scripts]) from an empty folder: the collection is built in, and a
+    mistyped task is bad input (exit 2) with a suggestion, not invoke's exit 1."""
+    python, env = wheel_venv
+    script = python.parent / "cvs-tasks"
+    assert script.is_file()
+    work = tmp_path / "empty"
+    work.mkdir()
+    listed = subprocess.run([str(script), "config.list", "--filter", "llama-3.1-8b"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "mi3xx_megatron_llama-3.1-8b_single.json" in listed.stdout, listed.stderr
+    typo = subprocess.run([str(script), "trian"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert typo.returncode == 2 and "Did you mean `train`?" in typo.stderr, typo.stdout + typo.stderr

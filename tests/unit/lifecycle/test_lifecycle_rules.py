@@ -273,7 +273,7 @@ def test_launch_after_teardown_relaunches_and_a_relaunched_container_is_torn_dow
 def test_judging_a_finished_run_launches_nothing(run, monkeypatch, capsys):
     """`invoke metric` / `invoke loss` after `invoke all`: the pre-tasks see nothing to train."""
     from cvs_tasks.tasks import namespace
-    from cvs_tasks.tasks.lifecycle import ForwardingExecutor
+    from cvs_tasks.tasks.chain import ForwardingExecutor
 
     session, hosts = run
     expect_launch(hosts, session)
@@ -294,6 +294,47 @@ def test_judging_a_finished_run_launches_nothing(run, monkeypatch, capsys):
     assert len(hosts.calls) == before  # nothing launched, trained or torn down
     assert "container stays up" not in capsys.readouterr().out
     assert statuses(session)[f"test_loss_curve[{FP8}]"] == "PASS"
+
+
+def test_judging_a_combo_never_trained_is_refused_and_with_pre_says_what_it_runs(run, monkeypatch, capsys):
+    """`invoke metric` judges what is recorded: a combo without a training record is exit 2 naming the
+    command that records it, before anything is judged or launched. `--with-pre` says which combos
+    on which nodes, then relaunches the torn-down container and trains only that combo."""
+    from invoke.exceptions import Exit
+
+    from cvs_tasks.tasks import namespace
+    from cvs_tasks.tasks.chain import ForwardingExecutor
+
+    session, hosts = run
+    expect_launch(hosts, session)
+    expect_job(hosts, "smoke", [log(5)])
+    expect_job(hosts, BF16, [log(20)])
+    expect_teardown(hosts, session)
+    for stage, combos in (("launch_container", None), ("smoke", None), ("training", [BF16]), ("teardown", None)):
+        run_stage(session, stage, combos)
+    hosts.assert_done()
+    monkeypatch.setitem(_SESSIONS, (str(session.run.path), True), session)  # the task chain gets this session
+    flags = {"config": str(DEMO), "cluster": str(LOCAL), "run": session.run.run_id,
+             "reports_dir": str(session.run.path.parent)}
+    executor = ForwardingExecutor(namespace(), config=Config(overrides={"cvs": {}}))
+    with pytest.raises(Exit) as refused:
+        executor.execute(("metric", dict(flags)))
+    assert refused.value.code == 2
+    assert f'invoke train --combo "{FP8}" --run {session.run.run_id}' in refused.value.message
+    assert f"Recorded, judged with --combo: {BF16}" in refused.value.message
+    assert session.run.read_record("metric", BF16) is None  # refused before judging anything
+    hosts.assert_done()
+
+    expect_launch(hosts, session)  # torn down since: launched again for the prerequisite
+    expect_job(hosts, FP8, [log(20)])  # only the untrained combo; smoke and BF16 are recorded
+    executor = ForwardingExecutor(namespace(), config=Config(overrides={"cvs": {}}))
+    executor.execute(("metric", dict(flags, with_pre=True)))
+    hosts.assert_done()
+    out = capsys.readouterr().out
+    plan = f"--with-pre: 1 combo(s) of run {session.run.run_id} have no training result: {FP8}"
+    assert plan in out and "on 1 node(s): localhost" in out
+    assert out.index(plan) < out.index("test_launch_container")  # said before anything runs
+    assert statuses(session)[f"test_metric[{BF16}]"] == statuses(session)[f"test_metric[{FP8}]"] == "PASS"
 
 
 # -- runs in pieces, one combo, --exitfirst, --failed ----------------------------------------
