@@ -155,7 +155,7 @@ class LogSpy(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + 600
         while not self._halt.is_set() and time.monotonic() < deadline:
-            for path in self.root.glob(self.glob) if self.root.exists() else []:
+            for path in self._candidates():
                 try:
                     text = path.read_text(errors="replace")
                 except OSError:
@@ -164,6 +164,13 @@ class LogSpy(threading.Thread):
                     self.seen_at, self.seen_in = time.time(), path
                     return
             self._halt.wait(0.05)
+
+    def _candidates(self) -> list[Path]:
+        """The logs under ``root`` now; a folder that vanishes mid-walk (a lock's temp dir) means try again."""
+        try:
+            return list(self.root.glob(self.glob)) if self.root.exists() else []
+        except OSError:
+            return []
 
     def wait_seen(self, timeout: float) -> float:
         self.join(timeout)
@@ -178,6 +185,21 @@ def spy(root: Path, pattern: str, glob: str = "**/training.log") -> LogSpy:
     s = LogSpy(root, pattern, glob)
     s.start()
     return s
+
+
+def logs_contain(root: Path, text: str, glob: str = "**/training.log") -> bool:
+    """True once any log under ``root`` holds ``text``; files and folders may come and go meanwhile."""
+    try:
+        paths = list(root.glob(glob)) if root.exists() else []
+    except OSError:
+        return False
+    for path in paths:
+        try:
+            if text in path.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def wait_until(check, timeout: float, what: str, interval: float = 0.05):

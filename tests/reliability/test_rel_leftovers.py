@@ -25,7 +25,15 @@ from cvs_tasks.lifecycle.leftovers import (
 )
 from cvs_tasks.remote import LocalHosts, Node
 from tests.e2e.conftest import edited_config
-from tests.reliability.helpers import CONFIGS, REPO, RunningInvoke, invoke, marked_processes, wait_until
+from tests.reliability.helpers import (
+    CONFIGS,
+    REPO,
+    RunningInvoke,
+    invoke,
+    logs_contain,
+    marked_processes,
+    wait_until,
+)
 
 
 def test_parse_host_jobs_keeps_well_formed_rows_only():
@@ -112,9 +120,7 @@ def test_sigkilled_host_runtime_run_is_cleaned_up(cleaner, tmp_path, reports):
     config = edited_config(CONFIGS / "demo_host.json", tmp_path, edit)
     flags = ["--config", str(config), "--cluster", str(REPO / "cluster" / "localhost.json")]
     with RunningInvoke("all", *flags, reports=reports) as run:
-        wait_until(lambda: list(node.glob("logs/**/training.log")) and any(
-            "iteration        2/" in p.read_text(errors="replace") for p in node.glob("logs/**/training.log")),
-            120, "training to start")
+        wait_until(lambda: logs_contain(node / "logs", "iteration        2/"), 120, "training to start")
         run.signal(signal.SIGKILL)
         res = run.wait(30)
     run_id = res.run_dir.name
