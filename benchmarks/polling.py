@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks.common import at_most, cpu_seconds, median, not_measured, row, stop_process
-from cvs_tasks.jobs.watch import Watcher, WatchSettings, WatchTarget
+from cvs_tasks.lifecycle.watch import Watcher, WatchSettings, WatchTarget
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote import LocalHosts, Node
 from cvs_tasks.remote.follow import Delta, Follow, FollowOptions, FollowTarget

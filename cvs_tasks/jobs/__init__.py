@@ -6,7 +6,7 @@ backend's jobs share: the spec and its entry point (``spec``), node paths (``lay
 fragments and starting a wrapper (``shell``), launch contracts and the launcher probe
 (``contracts``), tokenizer, NIC set-up, checkpoint commands, stopping a job (``cleanup``) and the
 run's claims on a node (``nodedir``, ``nodelock``). Pure (no I/O); the lifecycle runs the results
-through the remote layer. ``watch`` follows a started job.
+through the remote layer; ``lifecycle.watch`` follows a started job.
 """
 
 from cvs_tasks.jobs.checkpoint import (

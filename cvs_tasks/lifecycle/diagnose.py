@@ -23,7 +23,7 @@ from cvs_tasks.lifecycle.session import Session, _owner
 from cvs_tasks.metrics import catalog
 from cvs_tasks.run import NodeOutcome, StageRecord, combo_dir
 from cvs_tasks.run.stages import DIAGNOSE as STAGE
-from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER, LAUNCH_CONTAINER, METRIC, TEARDOWN, TRAINING
+from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER, LAUNCH_CONTAINER, METRIC, TRAINING
 
 
 def wanted_after_training(session: Session) -> bool:
@@ -126,37 +126,3 @@ def _num(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if f == f else None
-
-
-def run_diagnose(session: Session) -> int:
-    """`invoke diagnose`: bring the containers up if needed, diagnose, tear down what this command
-    launched, record and render. Returns the exit status (0 no outlier, 1 outliers, 3 infra, 130)."""
-    from cvs_tasks.lifecycle.flow import EXIT_INTERRUPTED, container_ready, finish_run, interrupt_guard, run_stage
-    from cvs_tasks.lifecycle.runner import exit_status
-
-    launched = not container_ready(session)
-    if not session.run.records():  # a run of its own: judged on the diagnosis alone
-        manifest = session.run.manifest()
-        manifest["scope"] = STAGE
-        session.run.write_manifest(manifest)
-    interrupted = False
-    records: list[StageRecord] = []
-    with interrupt_guard(session):
-        try:
-            if launched:
-                records += run_stage(session, LAUNCH_CONTAINER.id)
-                records += run_stage(session, DOWNLOAD_TOKENIZER.id)
-            if all(r.status in ("PASS", "SKIPPED") for r in records):
-                records.append(diagnose(session))
-        except Interrupted:
-            interrupted = True
-        finally:
-            try:
-                if launched:
-                    records += run_stage(session, TEARDOWN.id, force=True)
-                elif runtimes.get(session.config.container.runtime.name).node_docker:  # give the containers back
-                    records += run_stage(session, LAUNCH_CONTAINER.id, force=True)
-            except Interrupted:
-                interrupted = True
-            finish_run(session, interrupted=interrupted)
-    return EXIT_INTERRUPTED if interrupted else exit_status(records)

@@ -22,12 +22,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
+from cvs_tasks import runtimes
 from cvs_tasks.lifecycle import diagnose
 from cvs_tasks.lifecycle.runner import Interrupted, execute, exit_status, is_done
 from cvs_tasks.lifecycle.session import RunRequest, Session, open_session
 from cvs_tasks.run import StageRecord
 from cvs_tasks.run.asked import EXITFIRST, Ask, record_ask
-from cvs_tasks.run.stages import Stage, container_stage, stage_ids, table
+from cvs_tasks.run.stages import (
+    DIAGNOSE,
+    DOWNLOAD_TOKENIZER,
+    LAUNCH_CONTAINER,
+    TEARDOWN,
+    Stage,
+    container_stage,
+    stage_ids,
+    table,
+)
 from cvs_tasks.run.stages import stage as stage_row
 
 EXIT_INTERRUPTED = 130
@@ -292,3 +302,34 @@ def finish_run(session: Session, *, interrupted: bool = False) -> None:
 
 __all__ = ["RunRequest", "Scope", "failed_scope", "run_all", "run_stage", "session_for", "close_sessions", "finish_run",
            "interrupt_guard"]
+
+
+def run_diagnose(session: Session) -> int:
+    """`invoke diagnose`: bring the containers up if needed, diagnose, tear down what this command
+    launched, record and render. Returns the exit status (0 no outlier, 1 outliers, 3 infra, 130)."""
+    launched = not container_ready(session)
+    if not session.run.records():  # a run of its own: judged on the diagnosis alone
+        manifest = session.run.manifest()
+        manifest["scope"] = DIAGNOSE
+        session.run.write_manifest(manifest)
+    interrupted = False
+    records: list[StageRecord] = []
+    with interrupt_guard(session):
+        try:
+            if launched:
+                records += run_stage(session, LAUNCH_CONTAINER.id)
+                records += run_stage(session, DOWNLOAD_TOKENIZER.id)
+            if all(r.status in ("PASS", "SKIPPED") for r in records):
+                records.append(diagnose.diagnose(session))
+        except Interrupted:
+            interrupted = True
+        finally:
+            try:
+                if launched:
+                    records += run_stage(session, TEARDOWN.id, force=True)
+                elif runtimes.get(session.config.container.runtime.name).node_docker:  # give the containers back
+                    records += run_stage(session, LAUNCH_CONTAINER.id, force=True)
+            except Interrupted:
+                interrupted = True
+            finish_run(session, interrupted=interrupted)
+    return EXIT_INTERRUPTED if interrupted else exit_status(records)

@@ -17,11 +17,11 @@ from cvs_tasks.errors import InfraError
 from cvs_tasks.jobs import cleanup, nic, primus
 from cvs_tasks.jobs.shell import q
 from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, build_launch, render_dry_run
-from cvs_tasks.jobs.watch import Watcher, WatchOutcome, WatchTarget
 from cvs_tasks.lifecycle import health
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
+from cvs_tasks.lifecycle.watch import Watcher, WatchOutcome, WatchTarget
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote.health import take_snapshots
 from cvs_tasks.remote.slurm import SlurmHosts

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from cvs_tasks.config.layout import combo_layout, smoke_global_batch
 from cvs_tasks.jobs.spec import JobSpec
-from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER
+from cvs_tasks.run.stages import DOWNLOAD_TOKENIZER, LAUNCH_CONTAINER
 
 if TYPE_CHECKING:
     from cvs_tasks.config import Combo
@@ -41,8 +41,6 @@ def job_spec(
     tokenizer_rec = session.run.read_record(DOWNLOAD_TOKENIZER.id)
     tokenizer_path = (tokenizer_rec.data.get("tokenizer_path") if tokenizer_rec and tokenizer_rec.status == "PASS"
                       else None)
-    from cvs_tasks.lifecycle.setup_stages import has_token, token_path
-
     return JobSpec(
         backend=plan.backend,
         label=label,
@@ -82,3 +80,16 @@ def smoke_cell(session: Session) -> tuple[str, str, str, int]:
         smoke.precision or "BF16",
         int(smoke.iters),
     )
+
+
+TOKEN_NAME = "hf_token"  # in the node's run folder, mode 0600
+
+
+def token_path(session: Session) -> str:
+    return f"{session.node_run_dir}/{TOKEN_NAME}"
+
+
+def has_token(session: Session) -> bool:
+    """Did the launch place the HF token file on the nodes (its record says so)?"""
+    rec = session.run.read_record(LAUNCH_CONTAINER.id)
+    return rec is not None and rec.data.get("hf_token") is True

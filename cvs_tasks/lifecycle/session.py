@@ -23,8 +23,8 @@ from cvs_tasks import __version__
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, open_regular, read_secret
-from cvs_tasks.jobs.watch import WatchSettings
 from cvs_tasks.lifecycle.nodes import NodeSource, StaticNodes, node_source
+from cvs_tasks.lifecycle.watch import WatchSettings
 from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan, ready_or_refused
 from cvs_tasks.run import RunDir
 from cvs_tasks.run.events import Message, ignore

@@ -7,12 +7,10 @@ from pathlib import Path
 from cvs_tasks import backends, runtimes
 from cvs_tasks.inputs import InputRefused, read_secret
 from cvs_tasks.jobs import tokenizer as tok
-from cvs_tasks.lifecycle.jobspec import job_spec
+from cvs_tasks.lifecycle.jobspec import job_spec, token_path
 from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.run import NodeOutcome, StageRecord
-from cvs_tasks.run.stages import LAUNCH_CONTAINER, TEARDOWN
-
-TOKEN_NAME = "hf_token"
+from cvs_tasks.run.stages import TEARDOWN
 
 
 def node_outcomes(session: Session, results, ok_reason: str = "") -> list[NodeOutcome]:
@@ -34,10 +32,6 @@ def attempts_of(*sources) -> list[dict]:
     """Retried infrastructure steps (SSH connect, pull, docker rm) as plain data for the record."""
     return [a.to_dict() if hasattr(a, "to_dict") else a
             for src in sources for a in (getattr(src, "attempts", None) or [])]
-
-
-def token_path(session: Session) -> str:
-    return f"{session.node_run_dir}/{TOKEN_NAME}"
 
 
 def launch_container(session: Session, combo: str | None = None) -> StageRecord:
@@ -90,12 +84,6 @@ def _prepare_node_dir(session: Session) -> tuple[str, bool]:
         raise InfraError(f"cannot place the HF token file on node {bad[0].host}: "
                          f"{bad[0].error or bad[0].stderr.strip()}")
     return "running", True
-
-
-def has_token(session: Session) -> bool:
-    """Did the launch place the HF token file on the nodes (its record says so)?"""
-    rec = session.run.read_record(LAUNCH_CONTAINER.id)
-    return rec is not None and rec.data.get("hf_token") is True
 
 
 def download_tokenizer(session: Session, combo: str | None = None) -> StageRecord:

@@ -16,7 +16,7 @@ from pathlib import Path
 from cvs_tasks.jobs import cleanup
 from cvs_tasks.jobs.shell import attached_start, step_task
 from cvs_tasks.jobs.spec import LaunchPlan
-from cvs_tasks.jobs.watch import WatchOutcome
+from cvs_tasks.lifecycle.watch import WatchOutcome
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.slurm import SlurmHosts
 

@@ -11,7 +11,14 @@ from typing import Any, Sequence
 
 from cvs_tasks import runtimes
 from cvs_tasks.remote import docker_cmd as dc
-from cvs_tasks.remote.fingerprint import drift, fingerprint_probes, parse_fingerprint
+from cvs_tasks.remote.fingerprint import (  # noqa: F401 - PROBE_MARK re-exported for the probe's readers
+    PROBE_MARK,
+    drift,
+    fingerprint_probes,
+    framed,
+    parse_fingerprint,
+    parse_probe,
+)
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.results import NodeResult, last_line
 from cvs_tasks.terminal import visible
@@ -98,9 +105,6 @@ def uses_node_docker(runtime: str) -> bool:
     return kind is not None and kind.node_docker
 
 
-PROBE_MARK = "@@cvs-check"
-
-
 def probe_command(runtime: str, image: str | None, log_dir: str, visible_check: str) -> str:
     """One shell command that runs every probe and prints each one's exit status and output.
 
@@ -114,28 +118,6 @@ def probe_command(runtime: str, image: str | None, log_dir: str, visible_check: 
             probes.append(("image", dc.image_present_command(image)))
     probes += [("gpus", visible_check), ("disk", disk_command(log_dir))]
     return framed(probes + fingerprint_probes(runtime, image))
-
-
-def framed(probes: list[tuple[str, str]]) -> str:
-    """Run each (name, command) in turn and print its exit status and output under a marker line."""
-    parts = [f"out=$( {{ {cmd} ; }} 2>&1 ); rc=$?; printf '%s %s %s\\n%s\\n' {PROBE_MARK} {name} \"$rc\" \"$out\""
-             for name, cmd in probes]
-    return "; ".join(parts) + "; true"
-
-
-def parse_probe(stdout: str) -> dict[str, tuple[int, str]]:
-    """``probe_command`` output -> probe name -> (exit status, output)."""
-    found: dict[str, tuple[int, str]] = {}
-    name, code, lines = None, 0, []
-    for line in stdout.splitlines() + [f"{PROBE_MARK} end 0"]:
-        head = line.split(" ")
-        if len(head) == 3 and head[0] == PROBE_MARK and head[2].lstrip("-").isdigit():
-            if name is not None:
-                found[name] = (code, "\n".join(lines))
-            name, code, lines = head[1], int(head[2]), []
-        elif name is not None:
-            lines.append(line)
-    return found
 
 
 def check_nodes(hosts: Hosts, runtime_spec: Any, image: str | None, log_dir: str,

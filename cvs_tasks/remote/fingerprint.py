@@ -20,6 +20,31 @@ from cvs_tasks.remote.hosts import Hosts
 ROCM_PATH = 'PATH="$PATH:/opt/rocm/bin"'
 IMAGE_FORMAT = '{{join .RepoDigests ","}}\n{{join .RootFS.Layers ","}}'
 
+# Probe framing (named shell probes, each output under a marker line): the node check and the fingerprint share it.
+PROBE_MARK = "@@cvs-check"
+
+
+def framed(probes: list[tuple[str, str]]) -> str:
+    """Run each (name, command) in turn and print its exit status and output under a marker line."""
+    parts = [f"out=$( {{ {cmd} ; }} 2>&1 ); rc=$?; printf '%s %s %s\\n%s\\n' {PROBE_MARK} {name} \"$rc\" \"$out\""
+             for name, cmd in probes]
+    return "; ".join(parts) + "; true"
+
+
+def parse_probe(stdout: str) -> dict[str, tuple[int, str]]:
+    """``probe_command`` output -> probe name -> (exit status, output)."""
+    found: dict[str, tuple[int, str]] = {}
+    name, code, lines = None, 0, []
+    for line in stdout.splitlines() + [f"{PROBE_MARK} end 0"]:
+        head = line.split(" ")
+        if len(head) == 3 and head[0] == PROBE_MARK and head[2].lstrip("-").isdigit():
+            if name is not None:
+                found[name] = (code, "\n".join(lines))
+            name, code, lines = head[1], int(head[2]), []
+        elif name is not None:
+            lines.append(line)
+    return found
+
 
 def _first(pattern: str) -> Callable[[str], str | None]:
     rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
@@ -148,8 +173,6 @@ def image_digest(out: str) -> str | None:
 
 def collect_fingerprints(hosts: Hosts, runtime: str, image: str | None, *, timeout: float = 60.0) -> dict[str, dict]:
     """host -> facts, one command per node; a node that does not answer gets ``{}``."""
-    from cvs_tasks.remote.check import framed, parse_probe
-
     command = framed(fingerprint_probes(runtime, image))
     out: dict[str, dict] = {}
     for node, result in zip(hosts.nodes, hosts.run(command, timeout=timeout)):

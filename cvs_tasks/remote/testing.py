@@ -275,6 +275,11 @@ class ScriptedHosts(Hosts):
 
         return ScriptedFollow(self, targets, options)
 
+    @staticmethod
+    def _call(node: str, command: str) -> "Call":
+        """A call as the book records it (for the followers in ``testing_follow.py``, which cannot import it)."""
+        return Call(node, command, None)
+
     def _exec_many(self, commands, stdins, timeout):
         return [self._answer(Call(node.name, command, stdin))
                 for node, command, stdin in zip(self.nodes, commands, stdins)]

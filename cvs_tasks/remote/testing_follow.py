@@ -56,15 +56,14 @@ class ScriptedFollow(Follow):
 
     # -- inside ---------------------------------------------------------------------------
     def _start(self, index: int, offset: int) -> None:
-        from cvs_tasks.remote.testing import Call
-
         node, target = self.hosts.nodes[index], self.targets[index]
         self.starts += 1
         with self._book.lock:
-            self._book.calls.append(Call(node.name, f"follow {target.path} from {offset}", None))
+            self._book.calls.append(self.hosts._call(node.name, f"follow {target.path} from {offset}"))
             log = self.hosts._log_for(node.name, target.path, offset)
             if log is None:
-                self.hosts._unexpected(Call(node.name, f"follow {target.path}", None), f"a follower of {target.path}")
+                call = self.hosts._call(node.name, f"follow {target.path}")
+                self.hosts._unexpected(call, f"a follower of {target.path}")
             if log.error is not None:
                 log.polls += 1
                 self._logs[index] = None

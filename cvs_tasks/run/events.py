@@ -1,6 +1,6 @@
 """Progress events a running stage emits, and the stage's own log that records them.
 
-The events are kept here, at the bottom layer, so both the producer (jobs.watch) and the renderer
+The events are kept here, at the bottom layer, so both the producer (lifecycle.watch) and the renderer
 (report.console) can import them without importing each other.
 
 Each stage's own captured log (``logs/<stage>[<combo>].log``) is what it ran and saw, with times:

@@ -323,8 +323,7 @@ def _demo_fault_config(config, name: str, reports_root) -> str:
 @task(help={k: v for k, v in NO_COMBO.items() if k not in ("force", "dry_run")})
 def diagnose(c, config=None, cluster=None, run=None, suite=None, reports_dir=None):
     """Smoke-test every node alone, in parallel; name outliers (failure, or step time/throughput off the median)."""
-    from cvs_tasks.lifecycle.diagnose import run_diagnose
-    from cvs_tasks.lifecycle.flow import close_sessions, session_for
+    from cvs_tasks.lifecycle.flow import close_sessions, run_diagnose, session_for
     from cvs_tasks.report import build_results
     from cvs_tasks.report.console import print_summary
     from cvs_tasks.run.stages import DIAGNOSE

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cvs_tasks.jobs.watch import Watcher, WatchSettings, WatchTarget
+from cvs_tasks.lifecycle.watch import Watcher, WatchSettings, WatchTarget
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote.testing import ScriptedHosts
 from cvs_tasks.run.records import NodeOutcome, StageRecord

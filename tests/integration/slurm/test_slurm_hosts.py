@@ -102,7 +102,7 @@ def test_an_allocation_that_cannot_start_is_a_bounded_clear_failure(client):
 def test_a_step_ended_by_the_time_limit_is_named_as_such(slurm_time_limit_step):
     """Slurm enforces limits in whole minutes and checks them every half minute, so the step was
     started when collection ended and has usually ended by now (`time_limit.py`)."""
-    from cvs_tasks.jobs.watch import WatchOutcome
+    from cvs_tasks.lifecycle.watch import WatchOutcome
 
     step = slurm_time_limit_step.step
     assert step.process.wait(timeout=240) != 0  # srun's own output says why (below)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from cvs_tasks.jobs.watch import Watcher, WatchSettings, WatchTarget
+from cvs_tasks.lifecycle.watch import Watcher, WatchSettings, WatchTarget
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote.testing import ScriptedHosts
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from cvs_tasks.jobs.watch import WatchOutcome
 from cvs_tasks.lifecycle.jobrun import JobResult
 from cvs_tasks.lifecycle.train_stages import _job_record
+from cvs_tasks.lifecycle.watch import WatchOutcome
 
 
 def _node(tmp_path: Path, rank: int, exit_code, *, log: bool = True, state: str = "done"):
