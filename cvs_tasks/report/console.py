@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -335,12 +335,26 @@ def _cells(test: Mapping[str, Any]) -> tuple[str, str, str, str]:
 LINE_TEXT = 160  # characters of the failing log line on the last screen
 
 
-def failure_lines(results: Mapping[str, Any], run_dir: Path | None = None) -> list[Text]:
+def print_command_failures(results: Mapping[str, Any], names: Collection[str], console: Console | None = None, *,
+                           run_dir: Path | None = None) -> None:
+    """The last screen of a stage command that failed (`invoke train --combo X`): one line per
+    failure among the tests it ran (``names``), as a whole run ends; earlier failures of the run are
+    the report's."""
+    console = console or make_console()
+    for text in failure_lines(results, run_dir, only=names):
+        console.print(text, soft_wrap=True)
+
+
+def failure_lines(results: Mapping[str, Any], run_dir: Path | None = None, *,
+                  only: Collection[str] | None = None) -> list[Text]:
     """One line per failed test: status, test, node and rank, cause, the node log at the line, the
-    line itself; then one line for the tests never run. Node text is text (``line``), never markup."""
+    line itself; then one line for the tests never run. Node text is text (``line``), never markup.
+    ``only``: just these tests' failures, and no NOT-RUN line (one command's part of a run)."""
     tests = results.get("tests", [])
     out = []
     for facts in failed_tests(tests, run_id=results.get("run_id")):
+        if only is not None and facts["test"] not in only:
+            continue
         where = where_text(facts)
         parts: list[object] = [(f"{facts['status']} ", _status_style(str(facts["status"]))), str(facts["test"])]
         parts.append(f" on {where}: " if where else ": ")
@@ -356,7 +370,7 @@ def failure_lines(results: Mapping[str, Any], run_dir: Path | None = None) -> li
             parts.append(f" - {facts['hint']}")
         out.append(line(*parts))
     not_run = [t for t in tests if t.get("status") == "NOT-RUN"]
-    if not_run:
+    if not_run and only is None:
         out.append(line(("NOT-RUN ", _status_style("NOT-RUN")), plural(len(not_run), "test"), ": ",
                         str(not_run[0].get("reason") or "")))
     return out

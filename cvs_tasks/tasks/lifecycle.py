@@ -87,6 +87,8 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
     from cvs_tasks.history.store import record_command
     from cvs_tasks.lifecycle.flow import container_ready, interrupt_guard, run_stage, session_for
     from cvs_tasks.lifecycle.runner import Interrupted, exit_status
+    from cvs_tasks.report import build_results
+    from cvs_tasks.report.console import print_command_failures
 
     needed_by = getattr(c, "cvs_needed_by", None)
     if needed_by is None and combos and row.combo_flag:
@@ -120,6 +122,8 @@ def stage_task(c, row: Stage, req: RunRequest, combos: Sequence[str] | None = No
                 session.say(f"the container stays up on {len(session.plan.hosts)} node(s) for the next command; "
                             f"`{program()} teardown` removes it")
         code = exit_status(records)
+        if code and not session.dry_run:
+            print_command_failures(build_results(session.run), {r.name for r in records}, run_dir=session.run.path)
         if code:
             raise Exit(code=code)
 

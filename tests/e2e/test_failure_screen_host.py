@@ -1,5 +1,6 @@
 """Issue #26 items 6 and 7 end to end on this machine (host runtime, the simulated trainer): a failed
-run's last console lines name the test, the node, the cause and the log line at 80 columns; the run,
+run's last console lines name the test, the node, the cause and the log line at 80 columns (so do a
+failed stage command's, for its own tests); the run,
 also one made of ad hoc commands, is in the history when its command ends, its failed combo FAIL
 with the reason.
 
@@ -88,3 +89,18 @@ def test_an_empty_history_and_an_ad_hoc_run_after_its_command(reports, tmp_path)
     assert down.code == 0, down.out + down.err
     shown = run_invoke("history", reports=reports, env=NARROW)
     assert shown.code == 0 and any(line.startswith(f"{run_id}  ") for line in shown.out.splitlines()), shown.out
+
+
+def test_a_failed_stage_command_ends_with_its_failure_line(reports, tmp_path):
+    faulty, _ = faulty_and_healthy()
+    flags = oom_flags(tmp_path, faulty.split("PRECISION=")[1])
+    res = run_invoke("train", "--combo", faulty, *flags, reports=reports, env=NARROW)
+    try:
+        assert res.code == 1, res.out + res.err
+        last = res.out.rstrip("\n").splitlines()[-1]
+        log = res.run_dir / "logs" / "training" / combo_dir(faulty) / "out-node0" / "training.log"
+        assert last.startswith(f"FAIL test_training[{faulty}] on node localhost, rank "), last
+        assert f"gpu_oom (oom) at {log}:" in last and "OutOfMemoryError" in last, last
+    finally:
+        down = run_invoke("teardown", "--run", res.run_dir.name, reports=reports)
+        assert down.code == 0, down.out + down.err

@@ -5,7 +5,13 @@ from io import StringIO
 
 from rich.console import Console
 
-from cvs_tasks.report.console import ConsoleListener, make_console_listener, print_summary, progress_line
+from cvs_tasks.report.console import (
+    ConsoleListener,
+    make_console_listener,
+    print_command_failures,
+    print_summary,
+    progress_line,
+)
 from cvs_tasks.report.results import build_results
 from cvs_tasks.run.events import NodeProgress, StageEvent
 
@@ -190,6 +196,21 @@ def test_the_last_lines_name_test_node_rank_cause_log_line_and_report(tmp_path):
     assert f"{run_dir}/logs/training/MBS_2_GBS_16_PRECISION_FP8/out-node0/training.log:76: [rank7]: " in failure
     assert "torch.OutOfMemoryError: HIP out of memory" in failure
     assert lines[-1] == f"Report: {run_dir / 'report.html'}"
+
+
+def test_a_stage_command_ends_with_its_own_failures_only(tmp_path):
+    results = oom_results()
+    results["tests"].insert(0, _row("test_smoke", "FAIL", "an earlier command's failure", stage="smoke"))
+    results["tests"].append(_row("test_loss", "NOT-RUN", "not asked", stage="loss"))
+    console, out = console_at(80)
+    print_command_failures(results, {f"test_training[{LONG}]"}, console, run_dir=tmp_path)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"FAIL test_training[{LONG}] on node localhost, rank 7: gpu_oom (oom) at ")
+    assert f"{tmp_path}/logs/training/" in lines[0] and ":76: [rank7]: " in lines[0]
+    console, out = console_at(80)
+    print_command_failures(results, {"test_teardown"}, console)
+    assert out.getvalue() == ""  # a command whose tests passed adds nothing
 
 
 def test_node_text_is_printed_as_typed_never_as_markup():
