@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
-from cvs_tasks import backends, runtimes
+from cvs_tasks import backends, schedulers
 from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.config.layout import layout_problems
 from cvs_tasks.errors import BadInput, CvsError
@@ -143,7 +143,7 @@ def check_plan_ready(plan: RunPlan) -> None:
     """Multi-node settings and the HF token a gated tokenizer needs (``config.readiness``), exit 2."""
     from cvs_tasks.config.readiness import check_ready
 
-    scheduled = plan.cluster.scheduler is not None
+    scheduled = schedulers.for_cluster(plan.cluster).assigns_nodes  # no node is known before the run
     hosts = None if scheduled else [(h.name, h.address) for h in plan.hosts]
     check_ready(plan.suite, hosts, plan.distributed, str(plan.cluster.path), scheduled=scheduled)
 
@@ -171,11 +171,12 @@ def check_launcher(plan, refused: ConfigError | None = None) -> tuple[object | N
         if refused is not None:
             raise refused
         return None, []
-    if plan.cluster.scheduler is not None:  # what would be refused is worth a line; the rest is not
+    scheduler = schedulers.for_cluster(plan.cluster)
+    if scheduler.assigns_nodes:  # what would be refused is worth a line; the rest is not
         if refused is not None:
             raise refused
-        return None, [f"{need.where}: not checked before the Slurm allocation whether the launcher can do it; if not: "
-                      f"{need.otherwise}" for need in needs if need.refuse]
+        return None, [f"{need.where}: not checked before the {scheduler.label} allocation whether the launcher can "
+                      f"do it; if not: {need.otherwise}" for need in needs if need.refuse]
     from cvs_tasks.remote import connect
     from cvs_tasks.remote.launcher import probe_launcher
 
@@ -199,7 +200,7 @@ def check_launcher(plan, refused: ConfigError | None = None) -> tuple[object | N
 def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = None) -> RunPlan:
     check_scheduled_runtime(suite, cluster)
     check_runtime_settings(suite)
-    hosts = tuple(cluster.hosts) or scheduled_placeholders(cluster)
+    hosts = tuple(cluster.hosts) or schedulers.for_cluster(cluster).placeholders(cluster)
     mode = choose_suite(explicit_suite, suite.config_path.name, len(hosts))
     check_launch_layout(suite, len(hosts), distributed=mode == "distributed")
     env = dict(suite.config.container.env)
@@ -208,29 +209,8 @@ def make_plan(suite: Suite, cluster: Cluster, *, explicit_suite: str | None = No
 
 
 def check_scheduled_runtime(suite: Suite, cluster: Cluster) -> None:
-    """A Slurm cluster's ``scheduler.container`` and the suite's runtime must say the same thing."""
-    spec = cluster.scheduler
-    actual = suite.config.container.runtime.name
-    if spec is None:
-        kind = runtimes.get(actual)
-        if kind.slurm_only:
-            raise BadInput(f"{suite.config_path}: container.runtime.name {actual!r} needs a Slurm cluster file "
-                           f"(scheduler.container {kind.scheduler_container}); over SSH use "
-                           f"{runtimes.spoken(runtimes.over_ssh())}")
-        return
-    wanted = runtimes.for_scheduler(spec.container).name
-    if actual != wanted:
-        raise BadInput(f"{cluster.path}: scheduler.container is {spec.container!r} but "
-                       f"{suite.config_path} runs container.runtime.name {actual!r}; "
-                       f"set container.runtime.name to {wanted!r} or scheduler.container to match")
-
-
-def scheduled_placeholders(cluster: Cluster) -> tuple[HostSpec, ...]:
-    """Stand-ins for nodes a scheduler has not handed out yet (replaced by ``with_hosts``)."""
-    from cvs_tasks.config import HostSpec
-
-    count = cluster.scheduler.nodes if cluster.scheduler and cluster.scheduler.nodes else 0
-    return tuple(HostSpec(name=f"slurm-node{i}", address=f"slurm-node{i}") for i in range(count))
+    """The suite's container runtime must run on the cluster's nodes: its scheduler says (BadInput)."""
+    schedulers.for_cluster(cluster).check_runtime(suite, cluster)
 
 
 def with_hosts(plan: RunPlan, hosts: Sequence[HostSpec]) -> RunPlan:

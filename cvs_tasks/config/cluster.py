@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cvs_tasks import runtimes
+from cvs_tasks import runtimes, schedulers
 from cvs_tasks.config.errors import ConfigError, Problem, is_under, join_path, one_of, read_object, validate_model
 from cvs_tasks.config.placeholders import (
     USER_ID,
@@ -37,6 +37,7 @@ LOCAL_NAMES = ("localhost",)
 _TIME = re.compile(r"\A(?:\d+-)?\d{1,2}(?::\d{2}){0,2}\Z|\A\d+\Z|\AUNLIMITED\Z|\Ainfinite\Z")
 _NAME = re.compile(r"\A[A-Za-z0-9_.,\[\]-]+\Z")
 SchedulerContainer = one_of(runtimes.scheduler_values)  # names the runtime it runs (cvs_tasks.runtimes)
+SchedulerName = one_of(schedulers.block_names)  # a registered scheduler (cvs_tasks.schedulers)
 
 
 class SchedulerSpec(BaseModel):
@@ -44,7 +45,7 @@ class SchedulerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Literal["slurm"] = Field(description="The scheduler; only slurm is known.")
+    name: SchedulerName = Field(description="The scheduler (cvs_tasks.schedulers); slurm ships.")
     nodes: int | None = Field(None, ge=1, le=4096, description="How many nodes to request (default: the "
                                                                "node_dict size, or all of SLURM_JOB_ID's).")
     partition: str | None = Field(None, description="Slurm partition (salloc --partition).")

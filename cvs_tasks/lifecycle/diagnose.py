@@ -18,8 +18,9 @@ from cvs_tasks.errors import CvsError
 from cvs_tasks.history.outliers import NodeSmoke, find_outliers
 from cvs_tasks.lifecycle.jobrun import run_job
 from cvs_tasks.lifecycle.jobspec import job_spec, smoke_cell
+from cvs_tasks.lifecycle.node_folders import owner_name
 from cvs_tasks.lifecycle.runner import Interrupted
-from cvs_tasks.lifecycle.session import Session, _owner
+from cvs_tasks.lifecycle.session import Session
 from cvs_tasks.metrics import catalog
 from cvs_tasks.run import NodeOutcome, StageRecord, combo_dir
 from cvs_tasks.run.stages import DIAGNOSE as STAGE
@@ -90,9 +91,10 @@ def node_session(session: Session, index: int) -> Session:
     hosts = session.hosts().subset([index])
     container = session.config.container
     container = container.model_copy(update={"env": {**container.env, "MASTER_ADDR": host.address}})
-    runtime = runtime_for(hosts, container, run_id=session.run.run_id, owner=_owner(), nnodes=1)
+    runtime = runtime_for(hosts, container, run_id=session.run.run_id, owner=owner_name(), nnodes=1)
     return Session(plan=plan, run=run, dry_run=session.dry_run, force=True, listener=session.listener,
-                   redactor=session.redactor, stop=session.stop, nodes=session.nodes, _hosts=hosts,
+                   redactor=session.redactor, stop=session.stop, scheduler=session.scheduler, nodes=session.nodes,
+                   _hosts=hosts,
                    _runtime=runtime)
 
 

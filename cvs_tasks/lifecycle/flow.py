@@ -282,10 +282,7 @@ def finish_run(session: Session, *, interrupted: bool = False) -> None:
     """Stamp the manifest, record the run in the history (a warning at worst), render the reports."""
     if not session.run.durable:  # a dry run: nothing was kept to stamp, record or render
         return
-    if session.scheduled:
-        from cvs_tasks.lifecycle.allocation import judge_nodes
-
-        judge_nodes(session)
+    session.scheduler.judge_nodes(session)  # Slurm: the drain line of each node the run blames
     manifest = session.run.manifest()
     manifest["finished"] = time.time()
     manifest["interrupted"] = interrupted

@@ -20,11 +20,9 @@ from cvs_tasks.jobs.spec import JobSetupError, JobSpec, LaunchPlan, build_launch
 from cvs_tasks.lifecycle import health
 from cvs_tasks.lifecycle.runner import Interrupted
 from cvs_tasks.lifecycle.session import Session
-from cvs_tasks.lifecycle.slurm_step import SlurmStep, dry_run_step_line
 from cvs_tasks.lifecycle.watch import Watcher, WatchOutcome, WatchTarget
 from cvs_tasks.metrics import LogParser
 from cvs_tasks.remote.health import take_snapshots
-from cvs_tasks.remote.slurm import SlurmHosts
 from cvs_tasks.verify import ConfigCheck, asked_from_job, check_effective, effective_from_arguments
 
 
@@ -66,7 +64,7 @@ class JobResult:
 
 def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) -> JobResult:
     result = JobResult(job=job)
-    session.runtime()  # connect first: on Slurm this binds the plan to the allocated nodes the launch uses
+    session.runtime()  # connect first: a scheduler that assigns nodes binds the plan to those the launch uses
     try:
         experiment = backends.get(job.backend).experiment(session, job)
         launch = build_launch(job, experiment=experiment)
@@ -88,7 +86,8 @@ def run_job(session: Session, job: JobSpec, *, stage: str, combo: str | None) ->
     _prepare(session, launch.prepare)
     _write_scripts(session, launch)
     before = health.before_job(session)
-    step = _start(session, launch, stage, combo)
+    # the run's scheduler starts every node's job (static nodes: detached on each; Slurm: one srun step)
+    step = session.scheduler.launch(session, launch, session.run.node_log_path(stage, combo, 0).parent.parent)
     targets = []
     for node, host in zip(launch.nodes, session.plan.hosts):
         local = session.run.node_log_path(stage, combo or job.label, node.rank)
@@ -157,31 +156,13 @@ def _show(session: Session, job: JobSpec, launch: LaunchPlan) -> None:
     take_snapshots(session.hosts())
     for line in render_dry_run(launch):
         session.say(session.hosts().mark(line))
-    if session.scheduled:
-        session.say(dry_run_step_line(session.runtime(), launch, [h.name for h in session.plan.hosts]))
+    for line in session.scheduler.dry_run_launch_lines(session, launch):
+        session.say(line)
     session.say("# after the job, every node: stop what still runs (only when the job did not end by itself)")
     session.runtime().exec([cleanup.stop_job_command(n) for n in launch.nodes], timeout=60)
     if not runtimes.get(session.config.container.runtime.name).host_pids:
         session.say("# then list the GPU processes left in the container and kill them (kill -9 <pids>, bounded wait)")
         session.runtime().exec(cleanup.gpu_pids_command(session.config.gpu.pids_command), timeout=60)
-
-
-def _start(session: Session, launch: LaunchPlan, stage: str, combo: str | None) -> SlurmStep | None:
-    """Start every node's job: one srun step with a task per node on a Slurm allocation, else
-    the detached launch on each node."""
-    runtime = session.runtime()
-    hosts = runtime.hosts  # on Slurm with pyxis: steps inside the run's container
-    if isinstance(hosts, SlurmHosts):
-        output = session.run.prepare_file(session.run.node_log_path(stage, combo, 0).parent.parent / "srun.log")
-        return SlurmStep.start(hosts, runtime, launch, output)
-    started = runtime.exec([n.launch_command for n in launch.nodes], timeout=60)
-    bad = [r for r in started if not r.ok]
-    if bad:
-        raise InfraError(
-            f"could not start the job on node {bad[0].host}: "
-            f"{bad[0].error or session.redactor(bad[0].stderr or bad[0].stdout).strip()[-300:]}"
-        )
-    return None
 
 
 def _name_lost_nodes(session: Session, outcome: WatchOutcome) -> None:

@@ -26,8 +26,8 @@ def job_spec(
     save_interval: int | None = None,
     load_dir: str | None = None,
 ) -> JobSpec:
-    if session.scheduled:
-        session.hosts()  # binds the plan to the allocated nodes (NNODES, MASTER_ADDR) first
+    if session.scheduler.assigns_nodes:
+        session.hosts()  # binds the plan to the nodes handed out (NNODES, MASTER_ADDR) first
     cfg = session.config
     plan = session.plan
     params = dict(combo.train_params)

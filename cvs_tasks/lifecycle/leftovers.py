@@ -17,15 +17,14 @@ A harness that is SIGKILLed (or loses its machine) cannot run its own teardown. 
 
 from __future__ import annotations
 
-import getpass
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cvs_tasks import runtimes
+from cvs_tasks import runtimes, schedulers
 from cvs_tasks.jobs import nodedir, nodelock
-from cvs_tasks.lifecycle.node_folders import pid_alive, this_host
+from cvs_tasks.lifecycle.node_folders import owner_name, pid_alive, this_host
 from cvs_tasks.remote import Hosts, Leftover, find_leftovers, remove_leftovers
 from cvs_tasks.remote.retry import Attempt
 from cvs_tasks.run.records import combo_dir
@@ -184,14 +183,6 @@ def sort_folders(host: str, rank: int, scripts_dir: str, stdout: str,
 
 
 # --- scanning and removing -------------------------------------------------------------------
-def owner_name() -> str:
-    """The ``cvs.owner`` label this machine's runs put on their containers."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
 def scan_leftovers(hosts: Hosts, *, runtime: str, run_id: str | None = None, owner: str | None = None,
                    scripts_dir: str | None = None, log_dir: str | None = None, timeout: float = 60.0,
                    this_host: str = "", pid_alive=lambda pid: True) -> LeftoverReport:
@@ -289,9 +280,9 @@ class CleanupOutcome:
 
 def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, all_owners: bool = False,
             dry_run: bool = False, say: Callable[[str], None] = print) -> CleanupOutcome:
-    """Find (and unless ``dry_run`` remove) what killed runs left on the cluster's nodes."""
+    """Find (and unless ``dry_run`` remove) what killed runs left on the cluster's nodes (the cluster's
+    scheduler finds the nodes: the listed ones, or every allocation cvs-tasks requested and nobody released)."""
     from cvs_tasks.config import load_cluster, load_suite
-    from cvs_tasks.remote import connect
     from cvs_tasks.run.rundir import check_run_flag
 
     check_run_flag(run)  # `--run ..` would name the parent of scripts_dir, which this removes
@@ -305,56 +296,28 @@ def cleanup(cluster: str, *, config: str | None = None, run: str | None = None, 
     owner = None if all_owners else owner_name()
     where = dict(runtime=runtime, run_id=run_id, owner=owner, scripts_dir=scripts_dir, log_dir=log_dir,
                  this_host=this_host(), pid_alive=pid_alive)
-    if cluster_obj.scheduler is not None:
-        return _cleanup_allocations(cluster_obj.scheduler, where, dry_run=dry_run, say=say)
-    with connect(cluster_obj) as hosts:
-        found = scan_leftovers(hosts, **where)
-        for line in found.lines():
-            say(("would remove: " if dry_run else "") + line)
-        for line in found.kept_lines():
-            say(line)
-        for error in found.errors:
-            say(f"could not scan: {error}")
-        if found.empty:
-            say("no leftovers found" + (f" for run {run_id}" if run_id else ""))
-        if dry_run or found.empty:
-            return CleanupOutcome(found, None, [], [])
-        attempts: list[Attempt] = []
-        problems = remove_found(hosts, found, scripts_dir=scripts_dir, log_dir=log_dir, record=attempts)
-        remaining = scan_leftovers(hosts, **where)
+    return schedulers.for_cluster(cluster_obj).cleanup(cluster_obj, where, dry_run=dry_run, say=say)
+
+
+def clean_hosts(hosts: Hosts, where: dict, *, dry_run: bool, say: Callable[[str], None]) -> CleanupOutcome:
+    """Scan ``hosts`` for what killed runs left (``where``: ``scan_leftovers``' arguments), say what
+    was found and, unless ``dry_run``, remove it and scan again."""
+    found = scan_leftovers(hosts, **where)
+    for line in found.lines():
+        say(("would remove: " if dry_run else "") + line)
+    for line in found.kept_lines():
+        say(line)
+    for error in found.errors:
+        say(f"could not scan: {error}")
+    if found.empty:
+        say("no leftovers found" + (f" for run {where['run_id']}" if where["run_id"] else ""))
+    if dry_run or found.empty:
+        return CleanupOutcome(found, None, [], [])
+    attempts: list[Attempt] = []
+    problems = remove_found(hosts, found, scripts_dir=where["scripts_dir"], log_dir=where["log_dir"], record=attempts)
+    remaining = scan_leftovers(hosts, **where)
     for attempt in attempts:
         say(f"retried {attempt.step} (attempt {attempt.attempt}): {attempt.error}")
     for line in remaining.lines():
         say(f"still there: {line}")
     return CleanupOutcome(found, remaining, problems, attempts)
-
-
-def _cleanup_allocations(spec, where: dict, *, dry_run: bool, say: Callable[[str], None]) -> CleanupOutcome:
-    """On Slurm: every allocation cvs-tasks requested and nobody released; what runs inside it
-    is removed through a step of that allocation, then the allocation is cancelled."""
-    from cvs_tasks.lifecycle.allocation import leftover_allocations
-    from cvs_tasks.remote.slurm import SlurmClient, SlurmHosts
-
-    client = SlurmClient(spec.slurm_conf)
-    found = LeftoverReport()
-    problems: list[str] = []
-    run_id = where["run_id"]
-    jobs = leftover_allocations(spec, where["owner"] or owner_name(), run_id)
-    if not jobs:
-        say("no leftover Slurm allocations" + (f" for run {run_id}" if run_id else ""))
-    for job_id, name, state in jobs:
-        say(f"Slurm job {job_id} ({name}): {state}" + (" — would be cancelled" if dry_run else ""))
-        if dry_run:
-            continue
-        if state == "RUNNING":
-            hosts = SlurmHosts(client, client.attach(job_id))
-            inside = scan_leftovers(hosts, **where)
-            for line in inside.lines() + inside.kept_lines():
-                say(line)
-            problems += remove_found(hosts, inside, scripts_dir=where["scripts_dir"], log_dir=where["log_dir"],
-                                     record=[])
-        if client.release(job_id):
-            say(f"cancelled Slurm job {job_id}")
-        else:
-            problems.append(f"could not cancel Slurm job {job_id}; run `scancel {job_id}`")
-    return CleanupOutcome(found, None if dry_run else LeftoverReport(), problems, [])

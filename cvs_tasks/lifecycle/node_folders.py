@@ -9,15 +9,19 @@ machine, or older than a day) is taken over, and the console says whose it was.
 
 from __future__ import annotations
 
+import getpass
 import os
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from cvs_tasks.config.placeholders import RUN_ID
 from cvs_tasks.errors import InfraError
 from cvs_tasks.identifiers import identifier_problem
 from cvs_tasks.jobs import nodedir, nodelock
-from cvs_tasks.lifecycle.session import Session, _owner
+
+if TYPE_CHECKING:
+    from cvs_tasks.lifecycle.session import Session
 
 
 def this_host() -> str:
@@ -39,8 +43,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def owner_name() -> str:
+    """The user this machine's runs act for: the ``cvs.owner`` label of their containers."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
 def _owner_name() -> str:
-    owner = _owner()
+    owner = owner_name()
     return "unknown" if identifier_problem("user name", owner) else owner
 
 

@@ -9,7 +9,6 @@ fan-out and the container runtime lazily, once per process.
 from __future__ import annotations
 
 import atexit
-import getpass
 import os
 import shutil
 import tempfile
@@ -19,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cvs_tasks import __version__
+from cvs_tasks import __version__, schedulers
 from cvs_tasks.config import Cluster, Suite, effective_config, load_cluster, load_suite
 from cvs_tasks.errors import BadInput
 from cvs_tasks.inputs import InputRefused, open_regular, read_secret
-from cvs_tasks.lifecycle.nodes import NodeSource, StaticNodes, node_source
+from cvs_tasks.lifecycle.node_folders import owner_name
+from cvs_tasks.lifecycle.static_nodes import NodeSource, node_source
 from cvs_tasks.lifecycle.watch import WatchSettings
 from cvs_tasks.plan import RunPlan, check_plan_ready, make_plan, ready_or_refused
 from cvs_tasks.run import RunDir
@@ -48,28 +48,34 @@ class Session:
     printed: set = field(default_factory=set)  # (stage, combos) a dry run already printed
     told: set = field(default_factory=set)  # one-time console notes already shown (`--with-pre`'s plan)
     primus_yamls: dict = field(default_factory=dict)  # YAML check command -> (yaml, header), once per run
-    nodes: NodeSource = field(default_factory=StaticNodes)  # where the hosts come from
+    scheduler: schedulers.Scheduler = None  # type: ignore[assignment]  # the cluster's (schedulers.for_cluster)
+    nodes: NodeSource | None = None  # where the hosts come from: the scheduler, or a dry run's
     how: str = "new run"  # how the command came to its run (``resolve_run``), for its first line
     _hosts: object | None = None
     _runtime: object | None = None
 
     # -- cluster access (lazy) ----------------------------------------------------------------
+    def __post_init__(self) -> None:
+        if self.scheduler is None:
+            self.scheduler = schedulers.for_cluster(self.plan.cluster)
+        if self.nodes is None:
+            self.nodes = self.scheduler
+
     def hosts(self):
         if self._hosts is None:
-            self._hosts = self.nodes.hosts(self)
+            self._hosts = self.nodes.acquire(self)
         return self._hosts
 
     def reachable_hosts(self):
-        """The hosts for teardown: on Slurm the run's own allocation, re-acquired briefly if it ended.
-
-        None when the run never held a Slurm allocation (there is nothing on any node to remove)."""
+        """The hosts for teardown, asked of the scheduler afresh (an allocation re-acquired briefly if it
+        ended); None when the run never held any (there is nothing on any node to remove)."""
         hosts = self.nodes.hosts_for_teardown(self)
         if hosts is not self._hosts:  # a new allocation: the runtime is bound to the old hosts
             self._hosts, self._runtime = hosts, None
         return hosts
 
     def release_nodes(self) -> str | None:
-        """Let the run's nodes go (a Slurm allocation the harness requested); what was done, if anything."""
+        """Let the run's nodes go (an allocation the harness requested); what was done, if anything."""
         return self.nodes.release(self)
 
     def runtime(self):
@@ -77,11 +83,11 @@ class Session:
             from cvs_tasks.remote import container_spec, runtime_for
             from cvs_tasks.remote.docker_cmd import with_env
 
-            hosts = self.hosts()  # first: on Slurm this binds the plan to the allocated nodes
+            hosts = self.hosts()  # first: a scheduler that assigns nodes binds the plan to them
             spec = container_spec(self.plan.suite.config.container)
-            if self.scheduled:  # the allocation decided MASTER_ADDR, not the config
+            if self.scheduler.assigns_nodes:  # the allocation decided MASTER_ADDR, not the config
                 spec = with_env(spec, {"MASTER_ADDR": self.plan.env["MASTER_ADDR"]})
-            self._runtime = runtime_for(hosts, spec, run_id=self.run.run_id, owner=_owner(),
+            self._runtime = runtime_for(hosts, spec, run_id=self.run.run_id, owner=owner_name(),
                                         nnodes=self.plan.nnodes)
         return self._runtime
 
@@ -94,11 +100,6 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- settings -----------------------------------------------------------------------------
-    @property
-    def scheduled(self) -> bool:
-        """The nodes come from a scheduler allocation (Slurm) rather than a static list."""
-        return self.plan.cluster.scheduler is not None
-
     @property
     def config(self):
         return self.plan.suite.config
@@ -133,13 +134,6 @@ class Session:
 
     def say(self, text: str, level: str = "info") -> None:
         self.listener(Message(self.redactor(text), level))
-
-
-def _owner() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 def open_session(req: RunRequest, *, listener: Callable[[object], None] = ignore) -> Session:
@@ -221,8 +215,9 @@ def _open(req: RunRequest, listener: Callable[[object], None]) -> Session:
                 hosts.close()
             raise
     run.redact = redactor  # every file the run directory writes from now on is masked of them
-    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener,
-                      redactor=redactor, nodes=node_source(plan, dry_run=req.dry_run), _hosts=hosts, how=how)
+    scheduler = schedulers.for_cluster(plan.cluster)
+    session = Session(plan=plan, run=run, dry_run=req.dry_run, force=req.force, listener=listener, redactor=redactor,
+                      scheduler=scheduler, nodes=node_source(scheduler, dry_run=req.dry_run), _hosts=hosts, how=how)
     if req.dry_run and existing is None:
         session.scratch = run.path.parent  # removed at exit (stage tasks never call close())
     return session
@@ -317,7 +312,8 @@ def _check_unchanged(run: RunDir, suite: Suite, cluster: Cluster) -> None:
             "Start a new run (`invoke all` without --run) or restore the file."
         )
     hosts = [h.address for h in cluster.hosts]
-    if cluster.scheduler is None and manifest.get("hosts") and manifest["hosts"] != hosts:
+    fixed = not schedulers.for_cluster(cluster).assigns_nodes  # the listed nodes, not those handed out
+    if fixed and manifest.get("hosts") and manifest["hosts"] != hosts:
         raise BadInput(
             f"the cluster changed since run {run.run_id} started (was {manifest['hosts']}, now {hosts}); "
             "start a new run"

@@ -109,11 +109,12 @@ def download_tokenizer(session: Session, combo: str | None = None) -> StageRecor
 
 def teardown(session: Session, combo: str | None = None) -> StageRecord:
     """Remove the containers (per the lifetime) and the per-run node folder holding the token,
-    then release the run's Slurm allocation if the harness requested it."""
+    then let the run's nodes go (release an allocation the harness requested)."""
     hosts = session.reachable_hosts()
     if hosts is None:
         notes = [note for note in [session.release_nodes()] if note]
-        return StageRecord.result("PASS", "nothing to remove: this run never held a Slurm allocation",
+        return StageRecord.result("PASS", f"nothing to remove: this run never held a {session.scheduler.label} "
+                                          "allocation",
                                   data={"notes": notes})
     record = _remove_from_nodes(session, hosts)
     released = session.release_nodes()

@@ -1,9 +1,10 @@
-"""A backend or runtime name is compared only in the module that declares it (issue #28).
+"""A backend, runtime or scheduler name is compared only in the module that declares it (issues #28, #25).
 
 Everywhere else the code asks the object (``backends.get(name).checkpoint_test``,
-``runtimes.get(name).host_pids``), so a new backend or runtime is one module, not a hunt through
-the tree. The scan reads ``cvs_tasks/**/*.py`` with ``tokenize``: only string tokens count, so a
-name in a comment or inside a docstring's text never trips it. A string literal holding a
+``runtimes.get(name).host_pids``, ``schedulers.for_cluster(cluster).assigns_nodes``), so a new
+backend, runtime or scheduler is one module, not a hunt through the tree. The scan reads
+``cvs_tasks/**/*.py`` with ``tokenize``: only string tokens count, so a name in a comment or
+inside a docstring's text never trips it. A string literal holding a
 declared name is a comparison when it stands next to ``==``, ``!=``, ``is``, ``in`` or
 ``not in``, sits in a tuple, list or set right after ``in`` / ``not in``, or is a ``case``
 pattern. The log dialects ``megatron`` and ``primus`` share the backends' names: they are a
@@ -18,7 +19,7 @@ import io
 import tokenize
 from pathlib import Path
 
-from cvs_tasks import backends, runtimes
+from cvs_tasks import backends, runtimes, schedulers
 from cvs_tasks.metrics.parser import DIALECTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +92,7 @@ def declarations() -> dict[str, str]:
     """name -> the file (relative to the repository) that declares it."""
     declared = {b.name: _relative(inspect.getsourcefile(type(b))) for b in backends.all_backends()}
     declared.update({name: _relative(runtimes.__file__) for name in runtimes.names()})
+    declared.update({name: _relative(inspect.getsourcefile(type(schedulers.get(name)))) for name in schedulers.names()})
     return declared
 
 
@@ -112,12 +114,13 @@ def misplaced(sources: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def test_no_backend_or_runtime_name_is_compared_outside_its_declaration():
+def test_no_backend_runtime_or_scheduler_name_is_compared_outside_its_declaration():
     files = sorted(PACKAGE.rglob("*.py"))
     assert len(files) > 100
     problems = misplaced([(_relative(str(f)), f.read_text(encoding="utf-8")) for f in files])
-    assert not problems, ("compare the backend's or runtime's property, not its name "
-                          "(cvs_tasks/backends.py, cvs_tasks/runtimes.py):\n" + "\n".join(problems))
+    assert not problems, ("compare the backend's, runtime's or scheduler's property, not its name "
+                          "(cvs_tasks/backends.py, cvs_tasks/runtimes.py, cvs_tasks/schedulers.py):\n"
+                          + "\n".join(problems))
 
 
 def test_every_declared_name_has_one_home():
@@ -125,6 +128,8 @@ def test_every_declared_name_has_one_home():
     assert declared["megatron"] == "cvs_tasks/jobs/megatron.py"
     assert declared["primus"] == "cvs_tasks/jobs/primus.py"
     assert {declared[n] for n in ("docker", "host", "pyxis")} == {"cvs_tasks/runtimes.py"}
+    assert declared["static"] == "cvs_tasks/lifecycle/static_nodes.py"
+    assert declared["slurm"] == "cvs_tasks/lifecycle/slurm_nodes.py"
 
 
 NAMES = {"primus", "megatron", "docker", "host", "pyxis"}

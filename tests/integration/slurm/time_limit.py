@@ -27,7 +27,7 @@ class TimeLimitedStep:
     root: Path
     client: object | None = None
     job_id: str | None = None
-    step: object | None = None  # lifecycle.slurm_step.SlurmStep
+    step: object | None = None  # lifecycle.slurm_nodes.SlurmStep
     error: str | None = None  # why the step could not be started: the test fails with it
 
 
@@ -39,7 +39,7 @@ def start() -> TimeLimitedStep:
     global _started
     if _started is not None:
         return _started
-    from cvs_tasks.lifecycle.slurm_step import SlurmStep
+    from cvs_tasks.lifecycle.slurm_nodes import SlurmStep
     from cvs_tasks.remote import slurm_cmd as sc
     from cvs_tasks.remote.slurm import SlurmClient, SlurmHosts
     from testbed import slurm

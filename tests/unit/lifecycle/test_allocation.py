@@ -10,7 +10,7 @@ import pytest
 
 from cvs_tasks.config.cluster import SchedulerSpec
 from cvs_tasks.errors import BadInput
-from cvs_tasks.lifecycle.allocation import judged_bad, request_of
+from cvs_tasks.lifecycle.slurm_nodes import judged_bad, request_of
 from cvs_tasks.plan import check_scheduled_runtime
 from cvs_tasks.run import NodeOutcome, StageRecord
 

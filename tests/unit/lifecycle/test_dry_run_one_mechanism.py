@@ -1,5 +1,5 @@
 """A dry run is one mechanism below the stages: the session's hosts print each command instead of
-running it (``lifecycle.nodes.DryRunNodes`` -> ``remote.dryrun.DryRunHosts``) and its run directory
+running it (``lifecycle.static_nodes.DryRunNodes`` -> ``remote.dryrun.DryRunHosts``) and its run directory
 keeps its records in memory (``run.rundir.DryRunDir``). No stage body asks whether it is a dry run;
 the few places above the transport that do are listed here, each with its reason, so a new branch
 is a decision, not a habit."""
