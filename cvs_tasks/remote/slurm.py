@@ -1,8 +1,9 @@
 """Nodes from a Slurm allocation: request or attach, resolve, run steps on them, release.
 
-``SlurmHosts`` is a ``Hosts`` like SSH and local ones: every per-node command becomes one
-``srun --overlap`` step on that node of the allocation, so everything above ``remote/`` (runtimes,
-the watcher's incremental reads, clean-up) works unchanged. The training job itself is launched
+``SlurmHosts`` is a ``Hosts`` like SSH and local ones: a command on every node (or a command per
+node) is one ``srun --overlap`` step with a task per node (``remote/slurm_broadcast.py``), so
+everything above ``remote/`` (runtimes, checks, clean-up) works unchanged and a broadcast costs one
+job step whatever the node count. The training job itself is launched
 as one step with a task per node (``spread``), as Slurm sites expect.
 """
 
@@ -11,11 +12,11 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.remote import slurm_broadcast as sb
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.local import run_local
@@ -126,7 +127,7 @@ class SlurmClient:
 
 
 class SlurmHosts(Hosts):
-    """The allocation's nodes; each command is an ``srun --overlap`` step on its node."""
+    """The allocation's nodes; each broadcast is one ``srun --overlap`` step with a task per node."""
 
     def __init__(self, client: SlurmClient, allocation: Allocation, nodes: Sequence[Node] | None = None,
                  step_args: Sequence[str] = ()):
@@ -140,19 +141,28 @@ class SlurmHosts(Hosts):
         return SlurmHosts(self.client, self.allocation, self.nodes, step_args)
 
     def _exec_many(self, commands, stdins, timeout):
-        def one(i: int) -> RawResult:
-            argv = sc.step_command(self.allocation.job_id, self.nodes[i].name, commands[i], self.step_args)
-            raw = run_local(_argv_line(argv), stdins[i], timeout, env=self.client.env)
-            stderr = raw.stderr.decode("utf-8", "replace")
-            failure = sc.step_failure(stderr) if raw.exit_code else None
-            if failure:
-                return RawResult(None, raw.stdout, raw.stderr, f"Slurm job {self.allocation.job_id}: {failure}")
-            return RawResult(raw.exit_code, raw.stdout, sc.task_stderr(stderr).encode("utf-8"), raw.error)
+        """Every node's command in one step with a task per node (``remote/slurm_broadcast.py``)."""
+        names = [n.name for n in self.nodes]
+        bundle = sb.build_bundle(names, commands, stdins)
+        argv = sb.broadcast_command(self.allocation.job_id, names, self.step_args)
+        raw = run_local(_argv_line(argv), bundle, timeout, env=self.client.env)
+        reports, stray = sb.parse_records(raw.stdout, len(names))
+        srun_says = raw.stderr.decode("utf-8", "replace").splitlines() + stray.decode("utf-8", "replace").splitlines()
+        return [RawResult(r.exit_code, r.stdout, r.stderr, r.error) if r is not None
+                else RawResult(None, b"", b"", self._unreported(name, raw, srun_says))
+                for name, r in zip(names, reports)]
 
-        if len(self.nodes) == 1:
-            return [one(0)]
-        with ThreadPoolExecutor(max_workers=min(32, len(self.nodes))) as pool:
-            return list(pool.map(one, range(len(self.nodes))))
+    def _unreported(self, node: str, raw: RawResult, srun_says: Sequence[str]) -> str:
+        """Why a node's task left no result: the timeout, a step failure, or srun's word about it."""
+        if raw.error is not None:
+            return raw.error  # timed out, or srun could not start
+        failure = sc.step_failure("\n".join(srun_says))
+        if failure:
+            return f"Slurm job {self.allocation.job_id}: {failure}"
+        named = [line for line in srun_says if f" {node}:" in line or f" {node} " in line]
+        detail = last_line("\n".join(named or srun_says))
+        return (f"its task in Slurm job {self.allocation.job_id}'s step ended without reporting "
+                f"(srun exit {raw.exit_code}" + (f": {detail})" if detail else ")"))
 
     def subset(self, indices):
         return SlurmHosts(self.client, self.allocation, [self.nodes[i] for i in indices], self.step_args)

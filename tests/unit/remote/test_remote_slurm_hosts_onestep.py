@@ -1,0 +1,107 @@
+"""SlurmHosts runs a broadcast as one step: against an ``srun`` stand-in first on PATH that runs the
+real task program once per node (as Slurm would, each with its SLURMD_NODENAME) and merges the
+tasks' output, so the harness side (one call, per-node results, step failures) is pinned without
+Slurm. tests/integration/slurm runs the same against real slurmd's."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+
+from cvs_tasks.remote.slurm import Allocation, SlurmClient, SlurmHosts
+from cvs_tasks.remote.slurm_cmd import SlurmNode
+
+FAKE_SRUN = textwrap.dedent('''\
+    #!{python}
+    """srun stand-in: run `bash -c PROGRAM` once per --nodelist node on the same stdin; log each call."""
+    import json, os, subprocess, sys
+    args = sys.argv[1:]
+    with open(os.environ["FAKE_SRUN_LOG"], "a") as log:
+        log.write(json.dumps(args) + "\\n")
+    mode = os.environ.get("FAKE_SRUN_MODE", "")
+    if mode == "no-step":
+        sys.stderr.write("srun: error: Unable to create step for job 9: Job/step already completing or completed\\n")
+        sys.exit(1)
+    nodes = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist=")).split(",")
+    program = args[args.index("-c") + 1:]
+    stdin = sys.stdin.buffer.read()
+    code = 0
+    for rank, node in enumerate(nodes):
+        if mode == "kill:" + node:
+            sys.stderr.write(f"srun: error: {{node}}: task {{rank}}: Killed\\n")
+            code = 137
+            continue
+        done = subprocess.run(["bash", "-c", *program], input=stdin, capture_output=True,
+                              env={{**os.environ, "SLURMD_NODENAME": node}})
+        sys.stdout.buffer.write(done.stdout)
+        sys.stderr.buffer.write(done.stderr)
+        if done.returncode:
+            sys.stderr.write(f"srun: error: {{node}}: task {{rank}}: Exited with exit code {{done.returncode}}\\n")
+            code = done.returncode
+    sys.exit(code)
+''')
+
+
+@pytest.fixture
+def fake_srun(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text(FAKE_SRUN.format(python=sys.executable))
+    srun.chmod(0o755)
+    log = tmp_path / "srun.calls"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SRUN_LOG", str(log))
+    monkeypatch.delenv("FAKE_SRUN_MODE", raising=False)
+
+    def calls() -> list[list[str]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return calls
+
+
+def hosts(count: int) -> SlurmHosts:
+    nodes = tuple(SlurmNode(f"gpu{i:02d}", f"10.0.0.{i + 1}", "ALLOCATED") for i in range(count))
+    return SlurmHosts(SlurmClient(), Allocation("9", nodes, owned=True))
+
+
+def test_eight_distinct_commands_are_one_srun_call_with_each_nodes_own_result(fake_srun):
+    results = hosts(8).run([f"echo rank {i}; cat; exit {i % 3}" for i in range(8)], timeout=30, stdin="in\n")
+    assert [(r.exit_code, r.stdout) for r in results] == [(i % 3, f"rank {i}\nin\n") for i in range(8)]
+    assert results[1].error == "node gpu01 (10.0.0.2): exit status 1: in"
+    (call,) = fake_srun()
+    assert "--nodes=8" in call and "--nodelist=" + ",".join(f"gpu{i:02d}" for i in range(8)) in call
+
+
+def test_put_and_a_subset_go_through_one_step_too(fake_srun, tmp_path):
+    target = tmp_path / "out" / "file"
+    view = hosts(4).subset([2])
+    assert [r.ok for r in view.put(b"secret\n", str(target), 0o600, timeout=30)] == [True]
+    assert target.read_bytes() == b"secret\n" and oct(target.stat().st_mode & 0o777) == "0o600"
+    assert [c for c in fake_srun()[0] if c.startswith(("--nodes", "--nodelist"))] == ["--nodes=1", "--nodelist=gpu02"]
+
+
+def test_a_task_that_never_reports_is_its_nodes_error_and_the_others_keep_theirs(fake_srun, monkeypatch):
+    monkeypatch.setenv("FAKE_SRUN_MODE", "kill:gpu01")
+    results = hosts(3).run("echo fine", timeout=30)
+    assert [r.ok for r in results] == [True, False, True] and results[2].stdout == "fine\n"
+    assert results[1].exit_code is None
+    assert results[1].error == ("node gpu01 (10.0.0.2): its task in Slurm job 9's step ended without reporting "
+                                "(srun exit 137: srun: error: gpu01: task 1: Killed)")
+
+
+def test_a_step_slurm_refuses_is_every_nodes_allocation_error(fake_srun, monkeypatch):
+    monkeypatch.setenv("FAKE_SRUN_MODE", "no-step")
+    results = hosts(2).run("true", timeout=30)
+    assert [r.exit_code for r in results] == [None, None]
+    assert results[0].error == ("node gpu00 (10.0.0.1): Slurm job 9: the allocation cannot start a step: "
+                                "Job/step already completing or completed")
+
+
+def test_the_task_stderr_carries_no_srun_lines(fake_srun):
+    (result,) = hosts(1).run("echo bad >&2; exit 4", timeout=30)
+    assert result.exit_code == 4 and result.stderr == "bad\n"
