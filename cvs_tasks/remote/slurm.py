@@ -21,6 +21,7 @@ from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.local import run_local
 from cvs_tasks.remote.results import Node, RawResult, last_line
+from cvs_tasks.remote.slurm_follow_step import FollowStep
 
 CLIENT_TIMEOUT_S = 60.0
 
@@ -163,6 +164,26 @@ class SlurmHosts(Hosts):
         detail = last_line("\n".join(named or srun_says))
         return (f"its task in Slurm job {self.allocation.job_id}'s step ended without reporting "
                 f"(srun exit {raw.exit_code}" + (f": {detail})" if detail else ")"))
+
+    def _follower_start_all(self):
+        """Every node's follower in one step with a task per node, started once per job."""
+        def start_all(_opener, jobs):
+            try:
+                step = FollowStep(self.allocation.job_id, [self.nodes[i].name for i, _ in jobs], [i for i, _ in jobs],
+                                  [args for _, args in jobs], self.step_args, self.client.env)
+            except Exception as exc:  # noqa: BLE001 - a step that cannot start is every node's Lost
+                return [exc] * len(jobs)
+            return step.streams
+
+        return start_all
+
+    def _follower_opener(self):
+        """A restarted follower: one ``srun --overlap`` step on that node alone, from the held offset."""
+        def open_one(index, args):
+            return FollowStep(self.allocation.job_id, [self.nodes[index].name], [index], [args], self.step_args,
+                              self.client.env).streams[0]
+
+        return open_one
 
     def subset(self, indices):
         return SlurmHosts(self.client, self.allocation, [self.nodes[i] for i in indices], self.step_args)

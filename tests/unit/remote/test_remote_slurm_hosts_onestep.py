@@ -1,67 +1,22 @@
-"""SlurmHosts runs a broadcast as one step: against an ``srun`` stand-in first on PATH that runs the
-real task program once per node (as Slurm would, each with its SLURMD_NODENAME) and merges the
-tasks' output, so the harness side (one call, per-node results, step failures) is pinned without
-Slurm. tests/integration/slurm runs the same against real slurmd's."""
+"""SlurmHosts runs a broadcast as one step: against an ``srun`` stand-in (tests/slurm_fakes.py) that
+runs the real task program once per node and merges the tasks' output, so the harness side (one
+call, per-node results, step failures) is pinned without Slurm. tests/integration/slurm runs the
+same against real slurmd's."""
 
 from __future__ import annotations
-
-import json
-import os
-import sys
-import textwrap
 
 import pytest
 
 from cvs_tasks.remote.slurm import Allocation, SlurmClient, SlurmHosts
 from cvs_tasks.remote.slurm_cmd import SlurmNode
-
-FAKE_SRUN = textwrap.dedent('''\
-    #!{python}
-    """srun stand-in: run `bash -c PROGRAM` once per --nodelist node on the same stdin; log each call."""
-    import json, os, subprocess, sys
-    args = sys.argv[1:]
-    with open(os.environ["FAKE_SRUN_LOG"], "a") as log:
-        log.write(json.dumps(args) + "\\n")
-    mode = os.environ.get("FAKE_SRUN_MODE", "")
-    if mode == "no-step":
-        sys.stderr.write("srun: error: Unable to create step for job 9: Job/step already completing or completed\\n")
-        sys.exit(1)
-    nodes = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist=")).split(",")
-    program = args[args.index("-c") + 1:]
-    stdin = sys.stdin.buffer.read()
-    code = 0
-    for rank, node in enumerate(nodes):
-        if mode == "kill:" + node:
-            sys.stderr.write(f"srun: error: {{node}}: task {{rank}}: Killed\\n")
-            code = 137
-            continue
-        done = subprocess.run(["bash", "-c", *program], input=stdin, capture_output=True,
-                              env={{**os.environ, "SLURMD_NODENAME": node}})
-        sys.stdout.buffer.write(done.stdout)
-        sys.stderr.buffer.write(done.stderr)
-        if done.returncode:
-            sys.stderr.write(f"srun: error: {{node}}: task {{rank}}: Exited with exit code {{done.returncode}}\\n")
-            code = done.returncode
-    sys.exit(code)
-''')
+from tests.slurm_fakes import install_fake_srun, srun_calls
 
 
 @pytest.fixture
 def fake_srun(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    srun = bin_dir / "srun"
-    srun.write_text(FAKE_SRUN.format(python=sys.executable))
-    srun.chmod(0o755)
     log = tmp_path / "srun.calls"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SRUN_LOG", str(log))
-    monkeypatch.delenv("FAKE_SRUN_MODE", raising=False)
-
-    def calls() -> list[list[str]]:
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-    return calls
+    install_fake_srun(tmp_path / "bin", log, monkeypatch)
+    return lambda: srun_calls(log)
 
 
 def hosts(count: int) -> SlurmHosts:
