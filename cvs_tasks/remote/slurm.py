@@ -204,10 +204,20 @@ class SlurmHosts(Hosts):
         nobody drains. The caller watches the job through its logs and stops it by signalling
         this process (srun forwards the signal to every task)."""
         names = [n.name for n in self.nodes]
-        argv = sc.spread_command(self.allocation.job_id, names, dict(zip(names, by_rank)), self.step_args)
+        by_node = dict(zip(names, by_rank))
+        argv = sc.spread_command(self.allocation.job_id, names, by_node, self.step_args)
+        bundle = sc.spread_input(names, by_node)  # many nodes: the commands come on stdin
         with open(output, "ab") as sink:
-            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                                    env=self.client.env, start_new_session=True)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL if bundle is None else subprocess.PIPE,
+                                    stdout=sink, stderr=subprocess.STDOUT, env=self.client.env,
+                                    start_new_session=True)
+        if bundle is not None:
+            try:
+                proc.stdin.write(bundle)
+                proc.stdin.close()  # EOF: every task has its whole bundle
+            except OSError:
+                pass  # srun ended already: the watcher sees the job never start, srun.log says why
+        return proc
 
 
 def _argv_line(argv: Sequence[str]) -> str:

@@ -40,8 +40,8 @@ NO_ROW_EXIT = 97  # the task found no row for its node (the same code spread_com
 HEADER_FORMAT = b"%s %08d %012d\n"  # magic, rows, table bytes: a fixed width the program counts on
 HEADER_BYTES = len(HEADER_FORMAT % (MAGIC, 0, 0))
 
-# The task's whole program (bash); every value it needs comes from the bundle on its stdin.
-_PROGRAM = r"""
+# How a task finds its own command (and stdin) in the bundle on its stdin: "$d/c" (and "$in").
+_FIND = r"""
 d=$(mktemp -d "${TMPDIR:-/tmp}/cvs-step.XXXXXX") || { echo "cvs-tasks: no temp folder here" >&2; exit 90; }
 trap 'rm -rf -- "$d"' EXIT
 cat > "$d/b" || exit 90
@@ -56,14 +56,27 @@ done < <(tail -c +@SKIP@ "$d/b" | head -c "$table")
 tail -c +$((start + co + 1)) "$d/b" | head -c "$cl" > "$d/c"
 if [ "$io" = - ]; then in=/dev/null; else tail -c +$((start + io + 1)) "$d/b" | head -c "$il" > "$d/i"; in=$d/i; fi
 rm -f -- "$d/b"
-bash "$d/c" < "$in" > "$d/o" 2> "$d/e"
+"""
+# A broadcast's task: run it, then report its output and status as records.
+_REPORT = r"""bash "$d/c" < "$in" > "$d/o" 2> "$d/e"
 rc=$?
 base64 -w @LINE@ -- "$d/o" | sed "s/^/CVS1 $i o /"
 base64 -w @LINE@ -- "$d/e" | sed "s/^/CVS1 $i e /"
 printf 'CVS1 %s x %s %s %s\n' "$i" "$rc" "$(stat -c %s -- "$d/o")" "$(stat -c %s -- "$d/e")"
 """
-TASK_PROGRAM = (_PROGRAM.replace("@HEADER@", str(HEADER_BYTES)).replace("@SKIP@", str(HEADER_BYTES + 1))
-                .replace("@LINE@", str(LINE_CHARS)))
+# A long-running job's task (``spread`` over many nodes): become its command, output straight to srun.
+_EXEC = r"""c=$(cat -- "$d/c"); rm -rf -- "$d"; trap - EXIT
+exec bash -c "$c" cvs-node < /dev/null
+"""
+
+
+def _filled(program: str) -> str:
+    return (program.replace("@HEADER@", str(HEADER_BYTES)).replace("@SKIP@", str(HEADER_BYTES + 1))
+            .replace("@LINE@", str(LINE_CHARS)))
+
+
+TASK_PROGRAM = _filled(_FIND + _REPORT)
+EXEC_PROGRAM = _filled(_FIND + _EXEC)
 
 
 def build_bundle(names: Sequence[str], commands: Sequence[str], stdins: Sequence[bytes | None]) -> bytes:

@@ -19,8 +19,8 @@ from tests.e2e.conftest import REPO, run_invoke
 
 pytestmark = [pytest.mark.testbed, pytest.mark.e2e, pytest.mark.slurm]
 
-CTLD_PORT = 36817
-FIRST_PORT = 37001
+CTLD_PORT = 18817
+FIRST_PORT = 18901  # to 18964: below the ephemeral ports, apart from the other testbeds
 COMBO = "MBS=1,GBS=512,PRECISION=BF16"  # GBS a multiple of MBS x DP up to 64 nodes x 8 GPUs
 MOST_STEPS = 36  # "a few dozen at most"; 19 measured (README "Running on a Slurm cluster")
 

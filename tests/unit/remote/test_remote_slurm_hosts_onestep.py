@@ -80,3 +80,19 @@ def test_a_put_whose_stdin_ends_early_writes_nothing(tmp_path):
     done = subprocess.run(["bash", "-c", command], input=b"abcdef", capture_output=True, timeout=30)
     assert done.returncode == 1 and (tmp_path / "a").read_bytes() == b"abc" and not (tmp_path / "b").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["a"]
+
+
+def test_a_job_whose_commands_overflow_one_argument_takes_them_from_stdin(fake_srun, tmp_path):
+    padding = "#" + "x" * 40_000  # 4 nodes x 40 KB: more than Linux takes in one argv string
+    commands = [f"echo $SLURMD_NODENAME > {tmp_path}/{i}; exit {i}  {padding}" for i in range(4)]
+    proc = hosts(4).spread(commands, tmp_path / "srun.out")
+    assert proc.wait(timeout=60) == 3
+    assert [(tmp_path / str(i)).read_text() for i in range(4)] == [f"gpu{i:02d}\n" for i in range(4)]
+    (call,) = fake_srun()
+    assert "--input=all" in call and sum(len(a) for a in call) < 10_000
+
+
+def test_a_job_that_fits_keeps_its_commands_in_argv(fake_srun, tmp_path):
+    proc = hosts(2).spread([f"echo {i} > {tmp_path}/{i}" for i in range(2)], tmp_path / "srun.out")
+    assert proc.wait(timeout=60) == 0 and (tmp_path / "1").read_text() == "1\n"
+    assert "--input=all" not in fake_srun()[0] and "gpu01) echo 1" in fake_srun()[0][-1]
