@@ -3,7 +3,7 @@
 Every node runs the host runtime (``scheduler.container: "none"``): a task on "node" i is a process
 on this machine, as with the testbed's Slurm cluster, but nothing else is started per node, so the
 count is bounded by slurmd's own cost (about 6.5 MB resident each; docs/measured.md). Node i is
-``cvs-n<i>`` at 127.2.<i // 250>.<10 + i % 250>, its slurmd on port ``FIRST_PORT + i``. Daemons and
+``cvs-n<i>`` at 127.2.<i // 200>.<10 + i % 200>, its slurmd on port ``FIRST_PORT + i``. Daemons and
 their stopping are ``testbed/slurm.py``'s; this module picks the addresses, writes the cluster
 file and reports what the daemons cost.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from . import procs, slurm
@@ -27,7 +28,7 @@ def state_dir_default() -> Path:
 def addresses(count: int) -> list[str]:
     if not 1 <= count <= MAX_NODES:
         raise ValueError(f"the Slurm scale testbed holds 1 to {MAX_NODES} nodes, not {count}")
-    return [f"127.2.{i // 250}.{10 + i % 250}" for i in range(count)]
+    return [f"127.2.{i // 200}.{10 + i % 200}" for i in range(count)]
 
 
 def cluster_file_body(count: int, conf: Path) -> dict:
@@ -50,8 +51,13 @@ def up(count: int, state_dir: str | Path | None = None, log=print) -> Path:
 
 
 def down(state_dir: str | Path | None = None) -> list[str]:
+    """Stop the daemons (``testbed/slurm.py``) and remove the state folder, so the next ``up`` may differ."""
     root = Path(state_dir) if state_dir else state_dir_default()
-    return slurm.down(root) if (root / "state.json").exists() else []
+    if not (root / "state.json").exists():
+        return []
+    stopped = slurm.down(root)
+    shutil.rmtree(root, ignore_errors=True)
+    return stopped + [f"removed {root}"]
 
 
 def memory(state_dir: str | Path | None = None) -> dict:
