@@ -60,6 +60,17 @@ def pytest_collection_finish(session):
         time_limit.start()
 
 
+def pytest_collection_modifyitems(config, items):
+    """The scale tier runs only when asked by name (`-m scale`, `-m "scale and slurm"`): deselected,
+    not skipped, so a run says how many it left out."""
+    if "scale" in (config.option.markexpr or ""):
+        return
+    keep = [item for item in items if item.get_closest_marker("scale") is None]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("scale")])
+        items[:] = keep
+
+
 def pytest_sessionfinish(session):
     from tests.integration.slurm import time_limit
 

@@ -225,13 +225,11 @@ def _nic_setup(session: Session, job: JobSpec) -> str | None:
 
 
 def _write_scripts(session: Session, launch: LaunchPlan) -> None:
-    hosts = session.hosts()
-    for node in launch.nodes:
-        res = hosts.put(node.script_text.encode("utf-8"), node.script_path, 0o700, timeout=60)
-        bad = [r for r in res if not r.ok]
-        if bad:
-            raise InfraError(f"cannot write {node.script_path} on node {bad[0].host}: "
-                             f"{bad[0].error or bad[0].stderr.strip()}")
+    files = [(n.script_text.encode("utf-8"), n.script_path, 0o700) for n in launch.nodes]
+    bad = [r for r in session.hosts().put_files(files, timeout=60) if not r.ok]  # one call, not one per node
+    if bad:
+        raise InfraError(f"cannot write the job's scripts on node {bad[0].host}: "
+                         f"{bad[0].error or bad[0].stderr.strip()}")
 
 
 def _prepare(session: Session, commands: list[str]) -> None:

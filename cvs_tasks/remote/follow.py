@@ -4,7 +4,8 @@ A watch used to cost one command per node per poll. A follower is started once p
 whole job instead (over SSH an exec channel on the node's open connection, on the harness machine
 a subprocess; both run ``remote/follower.py``'s program) and streams what the node's log gains.
 The harness consumes every node's stream through one ``Follow`` from one loop, never a thread or a
-command per node per poll. Transports that cannot stream yet (Slurm) get ``PollingFollow``
+command per node per poll. On Slurm the followers are one step with a task per node
+(``remote/slurm_follow.py``). Hosts that cannot stream (dry runs, test fakes) get ``PollingFollow``
 (``remote/follow_poll.py``): the same events from the old one-read-per-node-per-poll loop.
 
 The harness owns the offset. Each ``Delta`` says where its bytes start in the node's log; a

@@ -1,9 +1,9 @@
 """``PollingFollow``: the follow contract over the old loop, one read per node per poll.
 
-For transports that cannot stream a follower yet (Slurm: each command is an ``srun`` step, so a
-follower there is one step started once per job, which is still to be built). It keeps such runs
-working exactly as before: every ``poll_s`` one ``read_command`` per live node through the
-transport's ``_exec_many``, bytes past the held offset back, the exit-status file beside them.
+For hosts that cannot stream a follower (dry runs, the test fakes of ``remote/testing.py``; SSH,
+local and Slurm nodes all stream now). It keeps them working exactly as before: every ``poll_s``
+one ``read_command`` per live node through the transport's ``_exec_many``, bytes past the held
+offset back, the exit-status file beside them.
 A job's exit counts once a read finds the status and nothing more to read (the status is read
 after the size, so one more read catches lines written in between).
 """

@@ -88,6 +88,16 @@ class Hosts(ABC):
         raws = self._exec_many([command] * len(self.nodes), [bytes(data)] * len(self.nodes), timeout)
         return [to_node_result(n, r, what=f"writing {path}") for n, r in zip(self.nodes, raws)]
 
+    def put_files(self, files: Sequence[tuple[bytes, str, int]], *, timeout: float) -> list[NodeResult]:
+        """Write every ``(data, path, mode)`` on every node; one result per node (its first failure).
+        Here one ``put`` per file; transports where a call has a price of its own (a Slurm step)
+        write them all in one call."""
+        merged: list[NodeResult] = []
+        for data, path, mode in files:
+            results = self.put(data, path, mode, timeout=timeout)
+            merged = results if not merged else [m if not m.ok else r for m, r in zip(merged, results)]
+        return merged
+
     def read_from(self, paths: Sequence[str], offsets: Sequence[int], max_bytes: int, *,
                   sidecars: Sequence[str] | None = None, timeout: float) -> list[ReadResult]:
         """Read what each node's file gained past its offset: one round trip per node.

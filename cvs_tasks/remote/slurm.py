@@ -1,8 +1,9 @@
 """Nodes from a Slurm allocation: request or attach, resolve, run steps on them, release.
 
-``SlurmHosts`` is a ``Hosts`` like SSH and local ones: every per-node command becomes one
-``srun --overlap`` step on that node of the allocation, so everything above ``remote/`` (runtimes,
-the watcher's incremental reads, clean-up) works unchanged. The training job itself is launched
+``SlurmHosts`` is a ``Hosts`` like SSH and local ones: a command on every node (or a command per
+node) is one ``srun --overlap`` step with a task per node (``remote/slurm_broadcast.py``), so
+everything above ``remote/`` (runtimes, checks, clean-up) works unchanged and a broadcast costs one
+job step whatever the node count. The training job itself is launched
 as one step with a task per node (``spread``), as Slurm sites expect.
 """
 
@@ -11,15 +12,17 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from cvs_tasks.errors import BadInput, InfraError
+from cvs_tasks.remote import slurm_broadcast as sb
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.local import run_local
-from cvs_tasks.remote.results import Node, RawResult, last_line
+from cvs_tasks.remote.results import Node, RawResult, last_line, to_node_result
+from cvs_tasks.remote.shellcmd import put_files_command
+from cvs_tasks.remote.slurm_follow_step import FollowStep
 
 CLIENT_TIMEOUT_S = 60.0
 
@@ -126,7 +129,7 @@ class SlurmClient:
 
 
 class SlurmHosts(Hosts):
-    """The allocation's nodes; each command is an ``srun --overlap`` step on its node."""
+    """The allocation's nodes; each broadcast is one ``srun --overlap`` step with a task per node."""
 
     def __init__(self, client: SlurmClient, allocation: Allocation, nodes: Sequence[Node] | None = None,
                  step_args: Sequence[str] = ()):
@@ -140,19 +143,56 @@ class SlurmHosts(Hosts):
         return SlurmHosts(self.client, self.allocation, self.nodes, step_args)
 
     def _exec_many(self, commands, stdins, timeout):
-        def one(i: int) -> RawResult:
-            argv = sc.step_command(self.allocation.job_id, self.nodes[i].name, commands[i], self.step_args)
-            raw = run_local(_argv_line(argv), stdins[i], timeout, env=self.client.env)
-            stderr = raw.stderr.decode("utf-8", "replace")
-            failure = sc.step_failure(stderr) if raw.exit_code else None
-            if failure:
-                return RawResult(None, raw.stdout, raw.stderr, f"Slurm job {self.allocation.job_id}: {failure}")
-            return RawResult(raw.exit_code, raw.stdout, sc.task_stderr(stderr).encode("utf-8"), raw.error)
+        """Every node's command in one step with a task per node (``remote/slurm_broadcast.py``)."""
+        names = [n.name for n in self.nodes]
+        bundle = sb.build_bundle(names, commands, stdins)
+        argv = sb.broadcast_command(self.allocation.job_id, names, self.step_args)
+        raw = run_local(_argv_line(argv), bundle, timeout, env=self.client.env)
+        reports, stray = sb.parse_records(raw.stdout, len(names))
+        srun_says = raw.stderr.decode("utf-8", "replace").splitlines() + stray.decode("utf-8", "replace").splitlines()
+        return [RawResult(r.exit_code, r.stdout, r.stderr, r.error) if r is not None
+                else RawResult(None, b"", b"", self._unreported(name, raw, srun_says))
+                for name, r in zip(names, reports)]
 
-        if len(self.nodes) == 1:
-            return [one(0)]
-        with ThreadPoolExecutor(max_workers=min(32, len(self.nodes))) as pool:
-            return list(pool.map(one, range(len(self.nodes))))
+    def _unreported(self, node: str, raw: RawResult, srun_says: Sequence[str]) -> str:
+        """Why a node's task left no result: the timeout, a step failure, or srun's word about it."""
+        if raw.error is not None:
+            return raw.error  # timed out, or srun could not start
+        failure = sc.step_failure("\n".join(srun_says))
+        if failure:
+            return f"Slurm job {self.allocation.job_id}: {failure}"
+        named = [line for line in srun_says if f" {node}:" in line or f" {node} " in line]
+        detail = last_line("\n".join(named or srun_says))
+        return (f"its task in Slurm job {self.allocation.job_id}'s step ended without reporting "
+                f"(srun exit {raw.exit_code}" + (f": {detail})" if detail else ")"))
+
+    def put_files(self, files, *, timeout):
+        """Every file on every node in one step: their contents one after the other on stdin."""
+        command = put_files_command([(path, mode, len(data)) for data, path, mode in files])
+        data = b"".join(bytes(d) for d, _, _ in files)
+        raws = self._exec_many([command] * len(self.nodes), [data] * len(self.nodes), timeout)
+        what = "writing " + ", ".join(path for _, path, _ in files[:3]) + (" ..." if len(files) > 3 else "")
+        return [to_node_result(n, r, what=what) for n, r in zip(self.nodes, raws)]
+
+    def _follower_start_all(self):
+        """Every node's follower in one step with a task per node, started once per job."""
+        def start_all(_opener, jobs):
+            try:
+                step = FollowStep(self.allocation.job_id, [self.nodes[i].name for i, _ in jobs], [i for i, _ in jobs],
+                                  [args for _, args in jobs], self.step_args, self.client.env)
+            except Exception as exc:  # noqa: BLE001 - a step that cannot start is every node's Lost
+                return [exc] * len(jobs)
+            return step.streams
+
+        return start_all
+
+    def _follower_opener(self):
+        """A restarted follower: one ``srun --overlap`` step on that node alone, from the held offset."""
+        def open_one(index, args):
+            return FollowStep(self.allocation.job_id, [self.nodes[index].name], [index], [args], self.step_args,
+                              self.client.env).streams[0]
+
+        return open_one
 
     def subset(self, indices):
         return SlurmHosts(self.client, self.allocation, [self.nodes[i] for i in indices], self.step_args)
@@ -164,10 +204,20 @@ class SlurmHosts(Hosts):
         nobody drains. The caller watches the job through its logs and stops it by signalling
         this process (srun forwards the signal to every task)."""
         names = [n.name for n in self.nodes]
-        argv = sc.spread_command(self.allocation.job_id, names, dict(zip(names, by_rank)), self.step_args)
+        by_node = dict(zip(names, by_rank))
+        argv = sc.spread_command(self.allocation.job_id, names, by_node, self.step_args)
+        bundle = sc.spread_input(names, by_node)  # many nodes: the commands come on stdin
         with open(output, "ab") as sink:
-            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                                    env=self.client.env, start_new_session=True)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL if bundle is None else subprocess.PIPE,
+                                    stdout=sink, stderr=subprocess.STDOUT, env=self.client.env,
+                                    start_new_session=True)
+        if bundle is not None:
+            try:
+                proc.stdin.write(bundle)
+                proc.stdin.close()  # EOF: every task has its whole bundle
+            except OSError:
+                pass  # srun ended already: the watcher sees the job never start, srun.log says why
+        return proc
 
 
 def _argv_line(argv: Sequence[str]) -> str:

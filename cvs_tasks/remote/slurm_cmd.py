@@ -12,6 +12,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from cvs_tasks.remote import slurm_broadcast as sb
+
 # Node states in which Slurm will not (or should not) run a new job step.
 UNUSABLE_STATES = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "MAINT", "NOT_RESPONDING",
                    "POWERED_DOWN", "POWERING_DOWN", "REBOOT", "UNKNOWN", "FUTURE", "INVALID")
@@ -109,18 +111,37 @@ def pyxis_args(name: str, volumes: Sequence[str], *, image: str | None = None,
     return [*args, "--no-container-mount-home", "--container-remap-root"]
 
 
+ARGUMENT_MAX = 128 * 1024 - 4096  # Linux refuses one argv string of 128 KiB (MAX_ARG_STRLEN); a margin
+
+
 def spread_command(job_id: str, nodes: list[str], by_node: Mapping[str, str],
                    extra: Sequence[str] = ()) -> list[str]:
     """One task per node in a single step; each task runs the command for its own node name.
 
     The dispatch is on ``SLURMD_NODENAME`` rather than ``SLURM_NODEID``: the node id follows
-    Slurm's node order, the name is what the plan was built from.
+    Slurm's node order, the name is what the plan was built from. While every node's command
+    fits in one argument it is a ``case`` in argv; past that (many nodes) each task takes its
+    command from a bundle on stdin (``spread_input``) and becomes it (``remote/slurm_broadcast.py``).
     """
+    head = ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
+            f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet", *extra]
+    script = _spread_script(nodes, by_node)
+    if len(script.encode("utf-8")) <= ARGUMENT_MAX:
+        return [*head, "bash", "-c", script]
+    return [*head, "--input=all", "bash", "-c", sb.EXEC_PROGRAM, "cvs-spread"]
+
+
+def spread_input(nodes: list[str], by_node: Mapping[str, str]) -> bytes | None:
+    """What ``spread_command``'s srun reads on stdin: None for the ``case`` form, else the bundle."""
+    if len(_spread_script(nodes, by_node).encode("utf-8")) <= ARGUMENT_MAX:
+        return None
+    return sb.build_bundle(nodes, [by_node[n] for n in nodes], [None] * len(nodes))
+
+
+def _spread_script(nodes: list[str], by_node: Mapping[str, str]) -> str:
     cases = "".join(f"{shlex.quote(name)}) {by_node[name]} ;; " for name in nodes)
-    script = (f'case "$SLURMD_NODENAME" in {cases}'
-              '*) echo "cvs-tasks: no command for node $SLURMD_NODENAME" >&2; exit 97 ;; esac')
-    return ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
-            f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet", *extra, "bash", "-c", script]
+    return (f'case "$SLURMD_NODENAME" in {cases}'
+            '*) echo "cvs-tasks: no command for node $SLURMD_NODENAME" >&2; exit 97 ;; esac')
 
 
 def hostnames_command(nodelist: str) -> list[str]:

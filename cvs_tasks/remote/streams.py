@@ -32,12 +32,33 @@ class FollowerStartError(RuntimeError):
     """The follower could not be started (no connection, no channel): the reason, for the user."""
 
 
-class FollowerStream(ABC):
-    """One running follower, seen from the harness."""
+class SharedSource(ABC):
+    """One descriptor carrying several nodes' followers (one Slurm step's merged output): selected
+    on once, it feeds the streams of those nodes (their ``source``)."""
 
     @abstractmethod
     def fileno(self) -> int:
-        """A descriptor that becomes readable when the follower wrote something or ended."""
+        """Readable when any of its followers wrote something, or it ended."""
+
+    @abstractmethod
+    def pump(self) -> list[int]:
+        """Read what arrived, without blocking; the node indices whose streams now have news."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """Nothing more will come from it: stop selecting on it."""
+
+
+class FollowerStream(ABC):
+    """One running follower, seen from the harness."""
+
+    source: SharedSource | None = None  # set: its bytes arrive through that source, not its own fileno
+
+    @abstractmethod
+    def fileno(self) -> int:
+        """A descriptor that becomes readable when the follower wrote something or ended
+        (not asked of a stream that has a ``source``)."""
 
     @abstractmethod
     def read(self) -> tuple[bytes, bool]:
@@ -100,6 +121,7 @@ class StreamFollow(Follow):
         self._selector = selectors.DefaultSelector()
         self._nodes = [_Node(t) for t in targets]
         self._queued: list[FollowEvent] = []
+        self._sources: set[SharedSource] = set()
         jobs = [(index, self._args(index, target.offset)) for index, target in enumerate(targets)]
         for (index, args), opened in zip(jobs, (start_all or _one_by_one)(opener, jobs)):
             self._take(index, args.offset, opened)
@@ -135,7 +157,12 @@ class StreamFollow(Follow):
         out, self._queued = self._queued, []
         wait = 0.0 if out else max(0.0, min(deadline - self._clock(), self.options.silence_s))
         for key, _ in self._selector.select(wait):  # with nothing registered this just waits
-            self._read(key.data, out)
+            if isinstance(key.data, SharedSource):
+                for index in key.data.pump():
+                    self._read(index, out)
+                self._forget_closed_sources()
+            else:
+                self._read(key.data, out)
         self._check_silence(out)
         return out
 
@@ -167,18 +194,32 @@ class StreamFollow(Follow):
         stream = opened
         node.stream, node.decoder = stream, FrameDecoder(o.frame_bytes)
         node.next_offset, node.heard, node.unanswered, node.talked = offset, self._clock(), 0, False
-        self._selector.register(stream.fileno(), selectors.EVENT_READ, index)
+        if stream.source is None:
+            self._selector.register(stream.fileno(), selectors.EVENT_READ, index)
+        elif stream.source not in self._sources:
+            self._sources.add(stream.source)
+            self._selector.register(stream.source.fileno(), selectors.EVENT_READ, stream.source)
 
     def _stop(self, index: int) -> None:
         node = self._nodes[index]
         if node.stream is None:
             return
-        try:
-            self._selector.unregister(node.stream.fileno())
-        except (KeyError, ValueError, OSError):
-            pass
+        if node.stream.source is None:
+            try:
+                self._selector.unregister(node.stream.fileno())
+            except (KeyError, ValueError, OSError):
+                pass
         node.stream.close()
         node.stream, node.decoder, node.unanswered = None, None, 0
+        self._forget_closed_sources()
+
+    def _forget_closed_sources(self) -> None:
+        for source in [s for s in self._sources if s.closed]:
+            self._sources.discard(source)
+            try:
+                self._selector.unregister(source.fileno())
+            except (KeyError, ValueError, OSError):
+                pass
 
     def _read(self, index: int, out: list[FollowEvent]) -> None:
         node = self._nodes[index]

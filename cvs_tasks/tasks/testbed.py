@@ -63,8 +63,23 @@ def status(c, state_dir=None, json_=False):
                   f"dockerd {docker} ({node['docker_host']})")
 
 
+@task(help={"nodes": "Number of Slurm nodes (127.2.x.y, one slurmd each, the host runtime); default 64",
+            "state_dir": "State directory (default: $CVS_SLURM_SCALE_DIR or /tmp/cvs-slurm-scale)",
+            "down": "Stop the Slurm scale testbed instead"})
+def slurm(c, nodes=None, state_dir=None, down=False):
+    """The Slurm scale testbed: N slurmd's under one slurmctld, no sshd or dockerd per node."""
+    with user_errors():
+        from testbed import slurm_scale
+        if down:
+            print("\n".join(slurm_scale.down(state_dir)) or "testbed: no Slurm scale testbed to stop")
+            return
+        slurm_scale.up(number_flag("nodes", nodes, 64, 1, slurm_scale.MAX_NODES, whole=True), state_dir)
+        print(json.dumps(slurm_scale.memory(state_dir)))
+
+
 ns = Collection("testbed")
 ns.add_task(up, default=True)
 ns.add_task(image)
 ns.add_task(down)
 ns.add_task(status)
+ns.add_task(slurm)

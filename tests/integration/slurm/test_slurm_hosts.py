@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -110,3 +111,70 @@ def test_a_step_ended_by_the_time_limit_is_named_as_such(slurm_time_limit_step):
     step.finish(outcome)
     assert step.cause == "the allocation hit its time limit"
     assert outcome.reason == "Slurm: the allocation hit its time limit; the job exited with status 143 on 1 node(s)"
+
+
+
+@pytest.fixture
+def counted(slurm_conf, allocation, tmp_path, monkeypatch):
+    """SlurmHosts on the allocation whose srun calls are counted (a wrapper first on PATH)."""
+    import shutil
+
+    wrapper = tmp_path / "bin" / "srun"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\necho call >> {tmp_path}/srun.calls\nexec {shutil.which('srun')} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    hosts = SlurmHosts(SlurmClient(str(slurm_conf)), allocation)
+
+    def calls() -> int:
+        path = tmp_path / "srun.calls"
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    return hosts, calls
+
+
+def test_a_broadcast_is_one_step_and_each_node_keeps_its_own_result(counted):
+    hosts, calls = counted
+    results = hosts.run(["head -c 300000 /dev/zero | tr '\\0' a; echo; exit 0", "echo two >&2; exit 6"], timeout=60)
+    assert results[0].ok and results[0].stdout == "a" * 300000 + "\n"
+    assert (results[1].exit_code, results[1].stderr) == (6, "two\n")
+    assert calls() == 1
+
+
+def test_followers_are_one_step_per_job_and_a_killed_one_comes_back_alone(counted, tmp_path):
+    import signal
+    import threading
+
+    from cvs_tasks.remote.follow import FollowTarget
+    from tests.follow_helpers import FAST, follow_to_end
+    from tests.unit.remote.test_remote_slurm_follow import follower_pid
+
+    hosts, calls = counted
+    logs = [tmp_path / f"node{i}.log" for i in range(2)]
+    exits = [tmp_path / f"node{i}.exit" for i in range(2)]
+
+    def write():
+        for k in range(60):
+            for log in logs:
+                with open(log, "ab") as out:
+                    out.write(b"iteration %d %s\n" % (k, b"z" * (k * 97 % 3000)))
+            time.sleep(0.05)
+        for ex in exits:
+            ex.write_text("0\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    killed = []
+
+    def kill_node1(_event):
+        pid = follower_pid(logs[1]) if not killed and logs[1].exists() and logs[1].stat().st_size > 30_000 else None
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    with hosts.follow([FollowTarget(str(log), str(ex)) for log, ex in zip(logs, exits)], FAST) as follow:
+        held, seen = follow_to_end(follow, 2, deadline_s=120, on_event=kill_node1)
+    writer.join(timeout=60)
+    assert seen["exits"] == {0: 0, 1: 0} and killed and len(seen["losses"]) == 1
+    assert held[0] == logs[0].read_bytes() and held[1] == logs[1].read_bytes()  # byte-identical copies
+    assert calls() == 2  # the job's followers in one step, then node 1's alone

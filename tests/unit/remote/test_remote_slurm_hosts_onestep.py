@@ -1,0 +1,98 @@
+"""SlurmHosts runs a broadcast as one step: against an ``srun`` stand-in (tests/slurm_fakes.py) that
+runs the real task program once per node and merges the tasks' output, so the harness side (one
+call, per-node results, step failures) is pinned without Slurm. tests/integration/slurm runs the
+same against real slurmd's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from cvs_tasks.remote.shellcmd import put_files_command
+from cvs_tasks.remote.slurm import Allocation, SlurmClient, SlurmHosts
+from cvs_tasks.remote.slurm_cmd import SlurmNode
+from tests.slurm_fakes import install_fake_srun, srun_calls
+
+
+@pytest.fixture
+def fake_srun(tmp_path, monkeypatch):
+    log = tmp_path / "srun.calls"
+    install_fake_srun(tmp_path / "bin", log, monkeypatch)
+    return lambda: srun_calls(log)
+
+
+def hosts(count: int) -> SlurmHosts:
+    nodes = tuple(SlurmNode(f"gpu{i:02d}", f"10.0.0.{i + 1}", "ALLOCATED") for i in range(count))
+    return SlurmHosts(SlurmClient(), Allocation("9", nodes, owned=True))
+
+
+def test_eight_distinct_commands_are_one_srun_call_with_each_nodes_own_result(fake_srun):
+    results = hosts(8).run([f"echo rank {i}; cat; exit {i % 3}" for i in range(8)], timeout=30, stdin="in\n")
+    assert [(r.exit_code, r.stdout) for r in results] == [(i % 3, f"rank {i}\nin\n") for i in range(8)]
+    assert results[1].error == "node gpu01 (10.0.0.2): exit status 1: in"
+    (call,) = fake_srun()
+    assert "--nodes=8" in call and "--nodelist=" + ",".join(f"gpu{i:02d}" for i in range(8)) in call
+
+
+def test_put_and_a_subset_go_through_one_step_too(fake_srun, tmp_path):
+    target = tmp_path / "out" / "file"
+    view = hosts(4).subset([2])
+    assert [r.ok for r in view.put(b"secret\n", str(target), 0o600, timeout=30)] == [True]
+    assert target.read_bytes() == b"secret\n" and oct(target.stat().st_mode & 0o777) == "0o600"
+    assert [c for c in fake_srun()[0] if c.startswith(("--nodes", "--nodelist"))] == ["--nodes=1", "--nodelist=gpu02"]
+
+
+def test_a_task_that_never_reports_is_its_nodes_error_and_the_others_keep_theirs(fake_srun, monkeypatch):
+    monkeypatch.setenv("FAKE_SRUN_MODE", "kill:gpu01")
+    results = hosts(3).run("echo fine", timeout=30)
+    assert [r.ok for r in results] == [True, False, True] and results[2].stdout == "fine\n"
+    assert results[1].exit_code is None
+    assert results[1].error == ("node gpu01 (10.0.0.2): its task in Slurm job 9's step ended without reporting "
+                                "(srun exit 137: srun: error: gpu01: task 1: Killed)")
+
+
+def test_a_step_slurm_refuses_is_every_nodes_allocation_error(fake_srun, monkeypatch):
+    monkeypatch.setenv("FAKE_SRUN_MODE", "no-step")
+    results = hosts(2).run("true", timeout=30)
+    assert [r.exit_code for r in results] == [None, None]
+    assert results[0].error == ("node gpu00 (10.0.0.1): Slurm job 9: the allocation cannot start a step: "
+                                "Job/step already completing or completed")
+
+
+def test_the_task_stderr_carries_no_srun_lines(fake_srun):
+    (result,) = hosts(1).run("echo bad >&2; exit 4", timeout=30)
+    assert result.exit_code == 4 and result.stderr == "bad\n"
+
+
+def test_many_files_are_written_on_every_node_in_one_step(fake_srun, tmp_path):
+    files = [(f"#!/bin/sh\necho node {i}\n".encode() * (i + 1), str(tmp_path / "scripts" / f"node{i}.sh"), 0o700)
+             for i in range(5)]
+    results = hosts(3).put_files(files, timeout=30)
+    assert [r.ok for r in results] == [True, True, True] and len(fake_srun()) == 1
+    for data, path, _ in files:
+        assert open(path, "rb").read() == data and oct(os.stat(path).st_mode & 0o777) == "0o700"
+
+
+def test_a_put_whose_stdin_ends_early_writes_nothing(tmp_path):
+    command = put_files_command([(str(tmp_path / "a"), 0o600, 3), (str(tmp_path / "b"), 0o600, 10)])
+    done = subprocess.run(["bash", "-c", command], input=b"abcdef", capture_output=True, timeout=30)
+    assert done.returncode == 1 and (tmp_path / "a").read_bytes() == b"abc" and not (tmp_path / "b").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["a"]
+
+
+def test_a_job_whose_commands_overflow_one_argument_takes_them_from_stdin(fake_srun, tmp_path):
+    padding = "#" + "x" * 40_000  # 4 nodes x 40 KB: more than Linux takes in one argv string
+    commands = [f"echo $SLURMD_NODENAME > {tmp_path}/{i}; exit {i}  {padding}" for i in range(4)]
+    proc = hosts(4).spread(commands, tmp_path / "srun.out")
+    assert proc.wait(timeout=60) == 3
+    assert [(tmp_path / str(i)).read_text() for i in range(4)] == [f"gpu{i:02d}\n" for i in range(4)]
+    (call,) = fake_srun()
+    assert "--input=all" in call and sum(len(a) for a in call) < 10_000
+
+
+def test_a_job_that_fits_keeps_its_commands_in_argv(fake_srun, tmp_path):
+    proc = hosts(2).spread([f"echo {i} > {tmp_path}/{i}" for i in range(2)], tmp_path / "srun.out")
+    assert proc.wait(timeout=60) == 0 and (tmp_path / "1").read_text() == "1\n"
+    assert "--input=all" not in fake_srun()[0] and "gpu01) echo 1" in fake_srun()[0][-1]
