@@ -102,7 +102,7 @@ def sshd_config_text(state: Path, nodes: int, port: int, authorized_keys: Path) 
         node_dir = state / "nodes" / f"node{index}"
         blocks += [f"Match LocalAddress {light_address(index)}",
                    f"  SetEnv CVS_SIM_NODE_DIR={node_dir} CVS_LIGHT_NODE={index} HOME={home} "
-                   f"PATH={daemons.SYSTEM_PATH}"]
+                   f"PATH={paths.tools}:{daemons.SYSTEM_PATH}"]
     return "\n".join(head + blocks + [""])
 
 
@@ -154,6 +154,7 @@ def _write_cluster_files(info: LightInfo, host_key_line: str) -> None:
 def _start_sshd(state: Path, info: LightInfo, authorized: Path) -> int:
     paths = _sshd_paths(state)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    daemons.install_node_tools(paths)  # rocm-smi, amd-smi, ibv_devinfo, dmesg stand-ins, one set for all
     paths.sshd_config.write_text(sshd_config_text(state, info.nodes, info.port, authorized))
     daemons.check(["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)], "the light testbed's sshd config check")
     # sshd and each session inherit the limit: a session's follower and command hold a few descriptors
