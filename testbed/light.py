@@ -209,6 +209,8 @@ def up(nodes: int = 64, state_dir: str | Path | None = None, port: int = DEFAULT
             _save(state, old)
         log(f"testbed: light testbed already up ({old.nodes} nodes), cluster file {old.cluster_file}")
         return old
+    if old is not None:  # its sshd is gone: stop what is left of it (the writer) before starting anew
+        down(state, log=lambda *_: None)
     if not _port_free(port):
         raise InfraError(f"port {port} is taken; pass another --port for the light testbed")
     (state / "home").mkdir(parents=True, exist_ok=True)

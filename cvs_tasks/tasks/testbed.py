@@ -58,10 +58,21 @@ def down(c, state_dir=None, light=False):
             print("testbed: nothing to stop")
 
 
-@task(help={"state_dir": STATE_HELP, "json_": "Print the status as JSON"})
-def status(c, state_dir=None, json_=False):
+@task(help={"state_dir": STATE_HELP, "json_": "Print the status as JSON",
+            "light": "The light scale testbed (`testbed.up --light`) instead"})
+def status(c, state_dir=None, json_=False, light=False):
     """Show each testbed node and whether its sshd and dockerd answer."""
     with user_errors():
+        if light:
+            from testbed import light as light_testbed
+            report = light_testbed.status(state_dir)
+            if json_ or not report["running"]:
+                print(json.dumps(report, indent=2) if json_ else f"testbed: no light testbed ({report['state_dir']})")
+                return
+            print(f"light testbed in {report['state_dir']}: {report['nodes']} nodes on port {report['port']}, "
+                  f"sshd {'up' if report['sshd'] else 'DOWN'}, writer {'up' if report['writer'] else 'DOWN'} "
+                  f"({report['rate']:g} line(s)/s per node), cluster file {report['cluster_file']}")
+            return
         from testbed import cluster
         report = cluster.status(state_dir)
         if json_:
