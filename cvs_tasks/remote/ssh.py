@@ -237,7 +237,14 @@ def _retryable_only(outcome: tuple[str, bool] | None) -> str | None:
     return outcome[0]
 
 
+# paramiko's AuthenticationException when the connection died during authentication (a node's
+# sshd dropping it under load, seen at 1,024 nodes on one machine): not a refused key, so retried
+_AUTH_CUT_OFF = "transport shut down or saw EOF"
+
+
 def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, paramiko.AuthenticationException) and _AUTH_CUT_OFF in str(exc):
+        return True
     if isinstance(exc, (paramiko.BadHostKeyException, UnknownHostKey, RevokedHostKey,
                         paramiko.AuthenticationException)):
         return False

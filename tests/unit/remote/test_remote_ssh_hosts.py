@@ -160,6 +160,18 @@ def test_network_errors_are_retried_and_recorded_but_key_errors_are_not(remote, 
         ("ssh connect 10.0.0.1", 1, "connection refused (port 22)")]
 
 
+def test_a_connection_cut_off_during_authentication_is_retried_but_a_refused_key_is_not(remote):
+    channels(remote, FakeChannel(), None)
+    cut_off = paramiko.AuthenticationException("Authentication failed: transport shut down or saw EOF")
+    remote.sessions[0].client.connect.side_effect = [cut_off, None]
+    remote.sessions[1].client.connect.side_effect = paramiko.AuthenticationException("Authentication failed.")
+    hosts = make_hosts(2, retry=RetryPolicy(attempts=3, first_delay=0))
+    results = hosts.run(["true", "true"], timeout=5)
+    assert results[0].ok and remote.sessions[0].client.connect.call_count == 2
+    assert not results[1].ok and remote.sessions[1].client.connect.call_count == 1
+    assert "authentication failed" in results[1].error
+
+
 def test_changed_key_names_the_known_hosts_line(remote, tmp_path):
     old, new = fake_key(2), fake_key(3)
     known = tmp_path / "known_hosts"
