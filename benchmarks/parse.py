@@ -16,7 +16,10 @@ from typing import Any
 
 from benchmarks.common import at_least, at_most, row
 
-SECONDS_PER_100MIB = 1.2  # "a 100 MB log parses in about a second"
+# "a 100 MB log parses in about a second", posed against the machine it runs on: our parse CPU over
+# the CPU of a plain ``for line in file`` over the same bytes, in the same process and run (an
+# absolute 1.2 s per 100 MiB passed here and missed on a slower machine of this kind)
+VS_LINE_READ = 40.0  # measured 30x / 30x (Megatron-LM / Primus), 2026-12-06; the old bound had 1.33x headroom
 VS_REFERENCE = 2.5  # reference CPU time / ours, same log, same run
 GROWTH_MB_PER_GB = 64.0
 REPO = Path(__file__).resolve().parents[1]
@@ -40,8 +43,10 @@ def _vs_reference(name: str, m: dict[str, Any], what: str) -> list[dict[str, Any
                  f"{what}, {m['size_mb']:.0f} MiB, {m['lines']} lines: ours {m['parse_cpu_s']:.2f} s CPU, "
                  f"the reference's approach {m['reference_cpu_s']:.2f} s CPU (whole-text regexes, "
                  f"benchmarks/reference_parse.py)"),
-        at_most(f"parse.s_per_100MiB[{name}]", per_100, SECONDS_PER_100MIB, "s CPU",
-                f"{m['parse_cpu_mb_s']:.0f} MB/s; wall {m['parse_s']:.2f} s for {m['size_mb']:.0f} MiB"),
+        at_most(f"parse.vs_line_read[{name}]", m["parse_cpu_s"] / m["read_lines_cpu_s"], VS_LINE_READ,
+                "x line read", f"ours {per_100:.2f} s CPU per 100 MiB ({m['parse_cpu_mb_s']:.0f} MB/s), a plain "
+                f"`for line in file` over the same bytes {m['read_lines_cpu_s'] / m['size_mb'] * 100:.2f} s "
+                f"(docs/measured.md); wall {m['parse_s']:.2f} s for {m['size_mb']:.0f} MiB"),
     ]
 
 

@@ -1,8 +1,9 @@
 """Run the benchmarks of issue #8 in one go: one JSON object on stdout, a table on stderr.
 
 ``python -m benchmarks [--only NAME[,NAME]] [--quick] [--json-out PATH] [--strict]``; names:
-parse, polling, latency, fanout, report, history. The benchmarks that need nodes start their own
-testbed (``benchmarks.testbed_env``) once and stop it at the end, whatever happens. A benchmark
+parse, polling, latency, fanout, report, history (the default set), scale (starts its own light
+testbeds). The benchmarks that need nodes start their own testbed (``benchmarks.testbed_env``)
+once and stop it at the end, whatever happens. A benchmark
 that crashes yields MISS rows that carry the error, and the others still run.
 """
 
@@ -24,7 +25,8 @@ from benchmarks import testbed_env
 from benchmarks.common import MISS, PASS, not_measured
 from cvs_tasks.errors import BadInput
 
-NAMES = ("parse", "polling", "latency", "fanout", "report", "history")
+NAMES = ("parse", "polling", "latency", "fanout", "report", "history", "scale")
+DEFAULT_NAMES = NAMES[:-1]  # scale starts its own testbeds of up to 1,024 nodes (~8 min): asked by name
 NEEDS_TESTBED = {"latency", "fanout", "polling"}
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs" / "testbed"
@@ -116,6 +118,12 @@ def _fanout(ctx: Context) -> list[dict]:
                       sizes=ctx.sizes.fanout)
 
 
+def _scale(ctx: Context) -> list[dict]:
+    from benchmarks import scale
+
+    return scale.run(quick=ctx.sizes is QUICK)
+
+
 def _report(ctx: Context) -> list[dict]:
     from benchmarks import report
 
@@ -130,14 +138,14 @@ def _history(ctx: Context) -> list[dict]:
 
 RUNNERS: dict[str, Callable[[Context], list[dict]]] = {
     "parse": _parse, "polling": _polling, "latency": _latency, "fanout": _fanout, "report": _report,
-    "history": _history,
+    "history": _history, "scale": _scale,
 }
 
 
 # --- the suite ---------------------------------------------------------------------------------
 def selected(only: str | None) -> list[str]:
     if not only:
-        return list(NAMES)
+        return list(DEFAULT_NAMES)
     names = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in names if n not in NAMES]
     if unknown:

@@ -86,7 +86,7 @@ def host_key(paths: NodePaths) -> str:
     """The node's ed25519 host key (created once); returns the public key line."""
     if not paths.host_key.is_file():
         paths.root.mkdir(parents=True, exist_ok=True)
-        _check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"cvs-testbed-{paths.root.name}",
+        check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"cvs-testbed-{paths.root.name}",
                 "-f", str(paths.host_key)], "ssh-keygen (host key)")
     return Path(str(paths.host_key) + ".pub").read_text().strip()
 
@@ -119,7 +119,7 @@ def start_sshd(address: str, paths: NodePaths, authorized_keys: Path, docker_hos
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     install_node_tools(paths)
     paths.sshd_config.write_text(sshd_config_text(address, paths, authorized_keys, docker_host, node_sys))
-    _check(["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)], f"sshd config check for {address}")
+    check(["/usr/sbin/sshd", "-t", "-f", str(paths.sshd_config)], f"sshd config check for {address}")
     pid = procs.spawn(sshd_command(paths, node_sys), paths.root / "sshd.stdout")
     wait_ssh(address, pid, paths)
     return pid
@@ -181,7 +181,7 @@ def remove_containers(docker_host: str) -> list[str]:
     return docker_api.remove_all(docker_host)
 
 
-def _check(cmd: list[str], what: str) -> None:
+def check(cmd: list[str], what: str) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise InfraError(f"{what} failed (exit {done.returncode}): {(done.stderr or done.stdout).strip()}")

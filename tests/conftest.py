@@ -49,6 +49,17 @@ def testbed_cluster():
         cluster.down(state)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The `scale` tier (hundreds of nodes, tens of minutes) runs only when a `-m` expression names
+    it (`python3 -m pytest -m scale`): not in the whole suite, not in the fast one."""
+    if "scale" in (config.getoption("markexpr") or ""):
+        return
+    slow = [item for item in items if item.get_closest_marker("scale") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("scale") is None]
+
+
 def pytest_collection_finish(session):
     """Start the Slurm time-limit step now if its test is selected: Slurm ends it 60-90 s later,
     while the rest of the suite runs (`tests/integration/slurm/time_limit.py`)."""
@@ -58,17 +69,6 @@ def pytest_collection_finish(session):
         from tests.integration.slurm import time_limit
 
         time_limit.start()
-
-
-def pytest_collection_modifyitems(config, items):
-    """The scale tier runs only when asked by name (`-m scale`, `-m "scale and slurm"`): deselected,
-    not skipped, so a run says how many it left out."""
-    if "scale" in (config.option.markexpr or ""):
-        return
-    keep = [item for item in items if item.get_closest_marker("scale") is None]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("scale")])
-        items[:] = keep
 
 
 def pytest_sessionfinish(session):

@@ -225,11 +225,13 @@ def _nic_setup(session: Session, job: JobSpec) -> str | None:
 
 
 def _write_scripts(session: Session, launch: LaunchPlan) -> None:
-    files = [(n.script_text.encode("utf-8"), n.script_path, 0o700) for n in launch.nodes]
-    bad = [r for r in session.hosts().put_files(files, timeout=60) if not r.ok]  # one call, not one per node
+    """Each node's own script on that node, all in one fan-out (launch.nodes is in the hosts' order)."""
+    files = [(node.script_text.encode("utf-8"), node.script_path) for node in launch.nodes]
+    res = session.hosts().put_each(files, 0o700, timeout=60)
+    bad = [(r, path) for r, (_, path) in zip(res, files) if not r.ok]
     if bad:
-        raise InfraError(f"cannot write the job's scripts on node {bad[0].host}: "
-                         f"{bad[0].error or bad[0].stderr.strip()}")
+        r, path = bad[0]
+        raise InfraError(f"cannot write {path} on node {r.host}: {r.error or r.stderr.strip()}")
 
 
 def _prepare(session: Session, commands: list[str]) -> None:

@@ -73,6 +73,13 @@ class Watcher:
                                       frame_bytes=max(4, min(settings.max_bytes, FRAME_BYTES)))
         self._follow: Follow | None = None
         self._restarts: list[str] = []  # what the outcome says about followers that were mended
+        # kept as events arrive, so a turn of the loop costs what arrived, not a scan of every node
+        self._top_step: int | None = None  # the highest step any node printed
+        self._any_completed = self._fatal_seen = False
+        self._errors_seen = [0] * len(self.nodes)  # per node: parser errors already looked at
+        self._troubled: set[int] = set()  # nodes whose follower was lost and has not sent bytes since
+        self._exited: list[int] = []  # nodes whose exit status arrived
+        self._unchecked = set(range(len(self.nodes)))  # nodes whose arguments dump is not checked yet
 
     # -- public -------------------------------------------------------------------------------
     def run(self) -> WatchOutcome:
@@ -108,39 +115,40 @@ class Watcher:
             if self.stop.is_set():
                 return self._outcome("interrupted", "interrupted by the user", start)
             now = self.clock()
-            self._restart_lost(now)
-            if any(hit.fatal for n in self.nodes for hit in n.parser.errors):
+            if self._troubled:
+                self._restart_lost(now)
+            if self._fatal_seen:
                 self._drain()  # the root cause may sit in another node's log, not yet looked at
-            failure = self._fatal_error() or self._config_mismatch(start)
+            failure = (self._fatal_error() if self._fatal_seen else None) or self._config_mismatch(start)
             if failure is not None:
                 return failure
-            unreachable = [n for n in self.nodes if n.read_failures >= s.unreachable_after]
+            unreachable = [self.nodes[i] for i in sorted(self._troubled)
+                           if self.nodes[i].read_failures >= s.unreachable_after]
             if unreachable:
                 n = unreachable[0]
                 return self._outcome(
                     "unreachable", f"lost contact with node {n.target.host}: {n.last_error}", start, rank=n.target.rank
                 )
-            step = self._best_step()
+            step = self._top_step
             if step is not None and (best_step is None or step > best_step):
                 best_step, last_progress = step, now
             if completed_at is None and self._completed():
                 completed_at = now
             if completed_at is not None:
-                if all(n.exit_code is not None for n in self.nodes):
+                if len(self._exited) == len(self.nodes):
                     return self._finish_completed(start)  # an exit comes after every byte before it
                 if now - completed_at > s.exit_grace_s:
                     return self._finish_completed(
                         start, note=f"job did not exit within {s.exit_grace_s:.0f}s of its last iteration")
             else:
-                exited = [n for n in self.nodes if n.exit_code is not None]
-                if exited:
+                if self._exited:
                     self._drain()
                     failure = self._fatal_error() or self._config_mismatch(start, final=True)
                     if failure is not None:
                         return failure
                     if self._completed():
                         continue  # the last lines arrived with the drain
-                    n = exited[0]
+                    n = self.nodes[min(self._exited)]
                     return self._outcome(
                         "exited",
                         f"job exited with status {n.exit_code} on node {n.target.host} before completing "
@@ -177,7 +185,7 @@ class Watcher:
             due.append(start + s.startup_timeout_s)
         else:
             due.append(last_progress + s.stall_timeout_s)
-        due += [n.restart_at for n in self.nodes if n.restart_at is not None]
+        due += [self.nodes[i].restart_at for i in self._troubled if self.nodes[i].restart_at is not None]
         return max(MIN_WAIT_S, min(s.poll_interval_s, min(due) - self.clock()))
 
     def _apply(self, events: list) -> None:
@@ -192,12 +200,14 @@ class Watcher:
                 if data:
                     node.offset += len(data)
                     node.read_failures = 0
-                    self._feed(node, sink, node.decoder.decode(data))
+                    self._troubled.discard(event.index)
+                    self._feed(event.index, sink, node.decoder.decode(data))
             elif isinstance(event, Exited):
                 if event.size is not None and node.offset < event.size:
                     self._follow.restart(event.index, node.offset)
                 elif node.exit_code is None:
                     node.exit_code = event.code
+                    self._exited.append(event.index)
                     node.state = "done" if event.code == 0 else "failed"
                     self._emit(node)
             elif isinstance(event, Lost):
@@ -205,10 +215,12 @@ class Watcher:
                 if node.restarted_at is not None and now - node.restarted_at > self._options.silence_s:
                     node.read_failures = 0  # the last restart lived long enough to count as mended
                 node.read_failures += 1
+                self._troubled.add(event.index)
                 node.last_error = event.error
                 node.restart_at = now if node.read_failures == 1 else now + self.settings.poll_interval_s
 
-    def _feed(self, node: NodeState, sink: RedactingWriter | None, text: str) -> None:
+    def _feed(self, index: int, sink: RedactingWriter | None, text: str) -> None:
+        node = self.nodes[index]
         if not text:
             return
         if sink is not None:
@@ -221,10 +233,18 @@ class Watcher:
         if node.parser.feed(text):
             node.state = "running"
             self._emit(node)
+        step, errors = node.last_step, node.parser.errors
+        if step is not None and (self._top_step is None or step > self._top_step):
+            self._top_step = step
+        self._any_completed = self._any_completed or node.parser.completed
+        if len(errors) > self._errors_seen[index]:
+            self._fatal_seen = self._fatal_seen or any(hit.fatal for hit in errors[self._errors_seen[index]:])
+            self._errors_seen[index] = len(errors)
 
     def _restart_lost(self, now: float) -> None:
         """Start again, from the offset held, every lost follower whose restart is due."""
-        for index, node in enumerate(self.nodes):
+        for index in sorted(self._troubled):
+            node = self.nodes[index]
             if node.restart_at is not None and node.restart_at <= now \
                     and node.read_failures < self.settings.unreachable_after:
                 node.restart_at, node.restarted_at = None, now
@@ -284,13 +304,15 @@ class Watcher:
         the first node whose trainer does not run what was asked fails the job there and then."""
         if self.config_check is None:
             return None
-        for node in self.nodes:
+        for index in sorted(self._unchecked):
+            node = self.nodes[index]
             parser = node.parser
             if node.config_check is not None or not parser.arguments:
                 continue
             if not (final or parser.arguments_complete):
                 continue
             node.config_check = self.config_check(parser)
+            self._unchecked.discard(index)
             if node.config_check is not None and not node.config_check.ok:
                 node.state = "failed"
                 self._emit(node, note="config mismatch")
@@ -309,7 +331,7 @@ class Watcher:
         return max(steps) if steps else None
 
     def _completed(self) -> bool:
-        return any(n.parser.completed for n in self.nodes)
+        return self._any_completed
 
     def _progress_text(self) -> str:
         rep = self.nodes[self._reporting_rank()]

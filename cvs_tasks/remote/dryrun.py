@@ -95,6 +95,12 @@ class DryRunHosts(Hosts):
             self._echo(f"[dry-run] {node.name}: write {path} (mode {mode:o}, {len(data)} bytes)")
         return [NodeResult(n.name, n.rank, True, 0, "", "", None) for n in self.nodes]
 
+    def put_each(self, files, mode: int = 0o600, *, timeout: float = 30.0) -> list[NodeResult]:
+        """Say what would be written on each node (never the content)."""
+        for node, (data, path) in zip(self.nodes, files):
+            self._echo(f"[dry-run] {node.name}: write {path} (mode {mode:o}, {len(data)} bytes)")
+        return [NodeResult(n.name, n.rank, True, 0, "", "", None) for n in self.nodes]
+
     def read_from(self, paths, offsets, max_bytes, *, sidecars=None, timeout: float = 30.0) -> list[ReadResult]:
         """Nothing to read in a dry run: every file is still missing (not echoed: it is a poll)."""
         return [ReadResult(n.name, n.rank, "", o, None, None, None) for n, o in zip(self.nodes, offsets)]

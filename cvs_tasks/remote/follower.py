@@ -3,7 +3,9 @@
 It loops on the node, so the harness does nothing per poll: each turn it checks the job's
 exit-status file (a builtin read), takes the log's size (one ``stat``), sends what the log gained
 past its offset as data frames of at most ``frame_bytes`` (``tail -c +N | head -c L``, the same
-read as ``shellcmd.read_command``), and ends with an exit frame once the status is there and every
+read as ``shellcmd.read_command``; where GNU ``dd`` can buffer it, the whole frame goes out in one
+write, so in one SSH packet rather than three: a quarter less harness CPU per line at scale,
+docs/measured.md), and ends with an exit frame once the status is there and every
 byte up to the size seen after it was sent. Idle, it sends a heartbeat every ``heartbeat_s`` so the
 harness tells a quiet node from a dead follower (the first at once: the follower started). A log
 smaller than the offset is an error frame.
@@ -25,7 +27,8 @@ FOLLOWER_NAME = "cvs-follow"  # $0 of the program: how it shows in ps on the nod
 # $1 log, $2 exit-status file, $3 first offset, $4 poll seconds, $5 frame bytes,
 # $6 heartbeat seconds, $7 1 = wait on stdin (pokes, EOF ends), 0 = sleep
 PROGRAM = r"""
-log=$1 ex=$2 off=$3 poll=$4 cap=$5 beat=$6 poke=$7 asked=0 last=$((SECONDS - beat))
+log=$1 ex=$2 off=$3 poll=$4 cap=$5 beat=$6 poke=$7 asked=0 last=$((SECONDS - beat)) whole=0
+if dd iflag=fullblock status=none count=0 </dev/null 2>/dev/null; then whole=1; fi
 while :; do
   code=
   if [ -s "$ex" ]; then
@@ -41,9 +44,14 @@ while :; do
     while [ "$off" -lt "$size" ]; do
       n=$((size - off))
       if [ "$n" -gt "$cap" ]; then n=$cap; fi
-      printf 'D %s %s\n' "$off" "$n"
-      tail -c +$((off + 1)) -- "$log" | head -c "$n"
-      printf '\n'
+      if [ "$whole" = 1 ]; then
+        { printf 'D %s %s\n' "$off" "$n"; tail -c +$((off + 1)) -- "$log" | head -c "$n"; printf '\n'; } |
+          dd bs=$((n + 64)) iflag=fullblock status=none
+      else
+        printf 'D %s %s\n' "$off" "$n"
+        tail -c +$((off + 1)) -- "$log" | head -c "$n"
+        printf '\n'
+      fi
       off=$((off + n)) last=$SECONDS
     done
   fi

@@ -117,9 +117,28 @@ def read_known_hosts(path: Path) -> list[tuple[int, str, KnownHostLine | None]]:
     return out
 
 
+_ENTRIES: dict[str, tuple[tuple[int, int, int], list[KnownHostLine]]] = {}
+
+
+def _entries(path: Path) -> list[KnownHostLine]:
+    """The file's entries, parsed once per version of the file (inode, size, mtime): a cluster of
+    N nodes looks up N names in one file, and parsing it per name cost O(N²) at connect."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [e for _, _, e in read_known_hosts(path) if e is not None]
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _ENTRIES.get(str(path))
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    entries = [e for _, _, e in read_known_hosts(path) if e is not None]
+    _ENTRIES[str(path)] = (stamp, entries)
+    return entries
+
+
 def host_lookup(path: Path, name: str) -> HostLookup:
     """The lines of ``path`` that cover host ``name`` as OpenSSH matches them (known_hosts.py)."""
-    return lookup([e for _, _, e in read_known_hosts(path) if e is not None], name)
+    return lookup(_entries(path), name)
 
 
 def pin_host_keys(client: paramiko.SSHClient, path: Path, name: str) -> None:

@@ -88,15 +88,15 @@ class Hosts(ABC):
         raws = self._exec_many([command] * len(self.nodes), [bytes(data)] * len(self.nodes), timeout)
         return [to_node_result(n, r, what=f"writing {path}") for n, r in zip(self.nodes, raws)]
 
-    def put_files(self, files: Sequence[tuple[bytes, str, int]], *, timeout: float) -> list[NodeResult]:
-        """Write every ``(data, path, mode)`` on every node; one result per node (its first failure).
-        Here one ``put`` per file; transports where a call has a price of its own (a Slurm step)
-        write them all in one call."""
-        merged: list[NodeResult] = []
-        for data, path, mode in files:
-            results = self.put(data, path, mode, timeout=timeout)
-            merged = results if not merged else [m if not m.ok else r for m, r in zip(merged, results)]
-        return merged
+    def put_each(self, files: Sequence[tuple[bytes, str]], mode: int = 0o600, *,
+                 timeout: float) -> list[NodeResult]:
+        """Node i gets ``files[i]`` (data, path), atomically with ``mode``: one fan-out for every
+        node's own file, where a ``put`` per file would send each file to every node (N² commands)."""
+        if len(files) != len(self.nodes):
+            raise ValueError(f"put_each needs one file per node ({len(self.nodes)}), got {len(files)}")
+        raws = self._exec_many([put_command(path, mode) for _, path in files], [bytes(d) for d, _ in files],
+                               timeout)
+        return [to_node_result(n, r, what=f"writing {path}") for n, r, (_, path) in zip(self.nodes, raws, files)]
 
     def read_from(self, paths: Sequence[str], offsets: Sequence[int], max_bytes: int, *,
                   sidecars: Sequence[str] | None = None, timeout: float) -> list[ReadResult]:

@@ -99,7 +99,10 @@ def pattern_list_match(name: str, patterns: str) -> int:
         negated = item.startswith("!")
         if negated:
             item = item[1:]
-        if _glob(item.lower()).fullmatch(name):
+        item = item.lower()
+        # a literal needs no pattern: a cluster file of N nodes pins N literal names, more than
+        # _glob's cache holds, and compiling N² patterns cost a minute at 1,024 nodes
+        if (_glob(item).fullmatch(name) if "*" in item or "?" in item else item == name):
             if negated:
                 return -1
             positive = 1

@@ -15,35 +15,24 @@ READ_MARKER = "CVSREAD"
 SIDECAR_MAX_BYTES = 4096
 
 
-def put_command(path: str, mode: int, size: int | None = None) -> str:
+def put_command(path: str, mode: int) -> str:
     """Write stdin to ``path`` atomically with ``mode``: a temp file beside it, chmod, rename.
 
     The content never appears on the command line (secrets travel on stdin only); umask 077
-    keeps the temp file private until chmod sets the requested mode. With ``size`` exactly that
-    many bytes are taken from stdin (and must arrive), so several puts can share one stdin.
+    keeps the temp file private until chmod sets the requested mode.
     """
     if not path:
         raise ValueError("put needs a destination path")
     if not 0 <= mode <= 0o7777:
         raise ValueError(f"file mode {mode!r} is out of range")
-    if size is not None and size < 0:
-        raise ValueError(f"put size must be >= 0, got {size}")
     target = shlex.quote(path)
     tmp = shlex.quote(path + ".cvs-tmp") + ".$$"
     parent = posixpath.dirname(path)
     mkdir = f"mkdir -p {shlex.quote(parent)} && " if parent not in ("", "/") else ""
-    take = f"cat > {tmp}" if size is None else f'head -c {size} > {tmp} && [ "$(wc -c < {tmp})" -eq {size} ]'
     return (
-        f"umask 077 && {mkdir}{take} && chmod {mode:o} {tmp} && mv -f {tmp} {target}"
+        f"umask 077 && {mkdir}cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {target}"
         f" || {{ rm -f {tmp}; exit 1; }}"
     )
-
-
-def put_files_command(files: "list[tuple[str, int, int]]") -> str:
-    """Write several files from one stdin, one after the other: ``(path, mode, size)`` each, the
-    contents concatenated in that order on stdin. Each put runs in its own subshell (its exit
-    ends only it); the first that fails ends the whole command."""
-    return " && ".join(f"( {put_command(path, mode, size)} )" for path, mode, size in files) or "true"
 
 
 def read_command(path: str, offset: int, max_bytes: int, sidecar: str | None = None) -> str:

@@ -20,8 +20,7 @@ from cvs_tasks.remote import slurm_broadcast as sb
 from cvs_tasks.remote import slurm_cmd as sc
 from cvs_tasks.remote.hosts import Hosts
 from cvs_tasks.remote.local import run_local
-from cvs_tasks.remote.results import Node, RawResult, last_line, to_node_result
-from cvs_tasks.remote.shellcmd import put_files_command
+from cvs_tasks.remote.results import Node, RawResult, last_line
 from cvs_tasks.remote.slurm_follow_step import FollowStep
 
 CLIENT_TIMEOUT_S = 60.0
@@ -165,14 +164,6 @@ class SlurmHosts(Hosts):
         detail = last_line("\n".join(named or srun_says))
         return (f"its task in Slurm job {self.allocation.job_id}'s step ended without reporting "
                 f"(srun exit {raw.exit_code}" + (f": {detail})" if detail else ")"))
-
-    def put_files(self, files, *, timeout):
-        """Every file on every node in one step: their contents one after the other on stdin."""
-        command = put_files_command([(path, mode, len(data)) for data, path, mode in files])
-        data = b"".join(bytes(d) for d, _, _ in files)
-        raws = self._exec_many([command] * len(self.nodes), [data] * len(self.nodes), timeout)
-        what = "writing " + ", ".join(path for _, path, _ in files[:3]) + (" ..." if len(files) > 3 else "")
-        return [to_node_result(n, r, what=what) for n, r in zip(self.nodes, raws)]
 
     def _follower_start_all(self):
         """Every node's follower in one step with a task per node, started once per job."""

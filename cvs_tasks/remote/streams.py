@@ -25,6 +25,7 @@ from cvs_tasks.remote.results import Node, node_error
 
 READ_CHUNK = 256 * 1024
 STDERR_KEEP = 2048
+SILENCE_CHECK_S = 1.0  # how often every node's silence is looked at (limits are tens of seconds)
 START_GRACE_S = 60.0  # a follower's first word may take this long (a loaded node starting many sessions)
 
 
@@ -122,6 +123,7 @@ class StreamFollow(Follow):
         self._nodes = [_Node(t) for t in targets]
         self._queued: list[FollowEvent] = []
         self._sources: set[SharedSource] = set()
+        self._next_silence_check = 0.0  # a scan of every node: once a second, not once per wake-up
         jobs = [(index, self._args(index, target.offset)) for index, target in enumerate(targets)]
         for (index, args), opened in zip(jobs, (start_all or _one_by_one)(opener, jobs)):
             self._take(index, args.offset, opened)
@@ -267,9 +269,13 @@ class StreamFollow(Follow):
 
     def _check_silence(self, out: list[FollowEvent]) -> None:
         now = self._clock()
+        if now < self._next_silence_check:
+            return
+        self._next_silence_check = now + SILENCE_CHECK_S
+        silence = self.options.silence_s
+        started = max(silence, START_GRACE_S)
         for index, node in enumerate(self._nodes):
-            limit = self.options.silence_s if node.talked else max(self.options.silence_s, START_GRACE_S)
-            if node.stream is not None and now - node.heard > limit:
+            if node.stream is not None and now - node.heard > (silence if node.talked else started):
                 self._lose(index, f"no word from the follower for {now - node.heard:.0f}s (the node or its "
                                   "connection hangs)", out)
 

@@ -8,7 +8,8 @@ from cvs_tasks.errors import BadInput
 
 
 def test_only_selects_in_suite_order_and_rejects_unknown_names():
-    assert suite.selected(None) == list(suite.NAMES)
+    assert suite.selected(None) == list(suite.DEFAULT_NAMES)
+    assert "scale" in suite.NAMES and "scale" not in suite.DEFAULT_NAMES
     assert suite.selected("report, parse") == ["parse", "report"]
     with pytest.raises(BadInput, match="nope"):
         suite.selected("report,nope")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -17,10 +18,12 @@ from cvs_tasks.remote.frames import BeatFrame, DataFrame, ErrorFrame, ExitFrame,
 from tests.follow_helpers import FAST, follow_to_end, follower_pids
 
 
-def run_follower(log: Path, exit_file: Path, offset: int = 0, cap: int = 1000, timeout: float = 20) -> list:
+def run_follower(log: Path, exit_file: Path, offset: int = 0, cap: int = 1000, timeout: float = 20,
+                 env: dict | None = None) -> list:
     """Run the follower to its end (its stdin stays open and unpoked, as the harness holds it)."""
     args = FollowerArgs(str(log), str(exit_file), offset, 0.05, cap, 1)
-    proc = subprocess.Popen(args.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
     out, err = proc.stdout.read(), proc.stderr.read()
     proc.wait(timeout=timeout)
     assert err == b""
@@ -39,6 +42,32 @@ def test_a_finished_log_is_sent_whole_in_capped_frames_then_the_exit(tmp_path):
     assert code == 0 and data_of(frames) == log.read_bytes()
     assert [f.offset for f in frames if isinstance(f, DataFrame)] == [0, 1000, 2000, 3000, 4000, 5000]
     assert frames[-1] == ExitFrame(0, 5120)
+
+
+def test_without_a_dd_that_buffers_a_frame_the_frames_are_written_in_pieces_alike(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dd").write_text("#!/bin/sh\nexit 1\n")  # a dd without iflag=fullblock (busybox)
+    (fake / "dd").chmod(0o755)
+    log, ex = tmp_path / "training.log", tmp_path / "exit"
+    log.write_bytes(bytes(range(256)) * 20)
+    ex.write_text("0\n")
+    frames, code = run_follower(log, ex, env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    assert code == 0 and data_of(frames) == log.read_bytes() and frames[-1] == ExitFrame(0, 5120)
+
+
+def test_a_frame_leaves_the_follower_in_one_write(tmp_path):
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (apt-get install strace)")
+    log, ex = tmp_path / "training.log", tmp_path / "exit"
+    log.write_bytes(b"x" * 3000)
+    ex.write_text("0\n")
+    args = FollowerArgs(str(log), str(ex), 0, 0.05, 1000, 1)
+    done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=write", "-e", "signal=none", *args.argv()],
+                          stdin=subprocess.PIPE, capture_output=True, timeout=30)
+    written = {int(line.rsplit("=", 1)[1]) for line in done.stderr.decode().splitlines() if 'write(1, "D ' in line}
+    whole = {len(b"D %d 1000\n" % off) + 1000 + 1 for off in (0, 1000, 2000)}  # header, bytes, newline
+    assert whole <= written, written  # (the pieces show too: the writes into dd's pipe)
 
 
 def test_a_restart_from_an_offset_sends_exactly_the_rest(tmp_path):

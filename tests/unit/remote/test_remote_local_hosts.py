@@ -72,6 +72,20 @@ def test_put_failure_names_the_node_and_path(tmp_path):
     assert not result.ok and result.error.startswith(f"node a: writing {blocker / 'child'}: exit status 1")
 
 
+def test_put_each_writes_each_nodes_own_file_in_one_fan_out(tmp_path):
+    hosts = LocalHosts([Node("a", "a"), Node("b", "b", rank=1)])
+    calls = []
+    inner = hosts._exec_many
+    hosts._exec_many = lambda commands, stdins, timeout: calls.append(len(commands)) or inner(commands, stdins, timeout)
+    files = [(b"for a", str(tmp_path / "a.sh")), (b"for b", str(tmp_path / "b.sh"))]
+    results = hosts.put_each(files, 0o700, timeout=10)
+    assert [r.ok for r in results] == [True, True] and calls == [2]
+    assert (tmp_path / "a.sh").read_bytes() == b"for a" and (tmp_path / "b.sh").read_bytes() == b"for b"
+    assert (tmp_path / "b.sh").stat().st_mode & 0o777 == 0o700
+    with pytest.raises(ValueError, match="one file per node"):
+        hosts.put_each(files[:1], timeout=10)
+
+
 def test_read_from_is_incremental_in_bytes(tmp_path):
     log = tmp_path / "train.log"
     hosts = LocalHosts([Node("a", "a")])

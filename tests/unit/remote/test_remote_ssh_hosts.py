@@ -19,6 +19,7 @@ from fabric.testing.base import MockRemote
 
 from cvs_tasks.remote import NO_RETRY, Node, RetryPolicy, SshHosts
 from cvs_tasks.remote.hostkeys import StrictHostKeyPolicy, UnknownHostKey
+from cvs_tasks.remote.ssh import QuietTransport
 from tests.ssh_fakes import FakeChannel, channels
 
 REFUSED = paramiko.ssh_exception.NoValidConnectionsError(
@@ -76,7 +77,7 @@ def test_strict_policy_is_set_before_connecting_with_bounded_timeouts(remote, tm
     client.connect.assert_called_once_with(
         username="root", hostname="10.0.0.1", port=22, timeout=5.0, banner_timeout=5.0,
         auth_timeout=5.0, channel_timeout=5.0, key_filename=["/keys/id_ed25519"],
-        look_for_keys=False, allow_agent=False)
+        look_for_keys=False, allow_agent=False, transport_factory=QuietTransport)
     client.get_transport.return_value.set_keepalive.assert_called_once_with(15)
 
 
@@ -159,6 +160,18 @@ def test_network_errors_are_retried_and_recorded_but_key_errors_are_not(remote, 
         ("ssh connect 10.0.0.1", 1, "connection refused (port 22)")]
 
 
+def test_a_connection_cut_off_during_authentication_is_retried_but_a_refused_key_is_not(remote):
+    channels(remote, FakeChannel(), None)
+    cut_off = paramiko.AuthenticationException("Authentication failed: transport shut down or saw EOF")
+    remote.sessions[0].client.connect.side_effect = [cut_off, None]
+    remote.sessions[1].client.connect.side_effect = paramiko.AuthenticationException("Authentication failed.")
+    hosts = make_hosts(2, retry=RetryPolicy(attempts=3, first_delay=0))
+    results = hosts.run(["true", "true"], timeout=5)
+    assert results[0].ok and remote.sessions[0].client.connect.call_count == 2
+    assert not results[1].ok and remote.sessions[1].client.connect.call_count == 1
+    assert "authentication failed" in results[1].error
+
+
 def test_changed_key_names_the_known_hosts_line(remote, tmp_path):
     old, new = fake_key(2), fake_key(3)
     known = tmp_path / "known_hosts"
@@ -203,3 +216,17 @@ def test_connections_and_exec_requests_go_through_the_window(remote):
 def test_the_window_must_hold_a_node():
     with pytest.raises(ValueError, match="at least 1"):
         make_hosts(1, window=0)
+
+
+def test_quiet_transport_wakes_its_reader_once_a_second_not_ten_times():
+    import socket
+
+    ours, theirs = socket.socketpair()
+    try:
+        transport = QuietTransport(ours)
+        assert isinstance(transport, paramiko.Transport)
+        assert ours.gettimeout() == 1.0 > paramiko.Transport._active_check_timeout
+        transport.close()
+    finally:
+        ours.close()
+        theirs.close()
