@@ -2,13 +2,14 @@
 
 For scale runs (issue #25): no dockerd per node (jobs use the host runtime), no sshd per node.
 Nodes are 127.1.x.y (``light_address``), away from the normal testbed's 127.0.0.2… on port 22
-and the Slurm testbed's ports. OpenSSH listens on at most 16 addresses (MAX_LISTEN_SOCKS), so
-the one sshd listens on the wildcard address of its own port (default 2322) and admits only
-loopback clients (``AllowUsers root@127.0.0.0/8``, key only); one ``Match LocalAddress`` block
-per node gives each node's sessions its own ``CVS_SIM_NODE_DIR`` (and a HOME of their own, so a
-session's bash does not source the machine's ~/.bashrc). One host key serves every
-address and ``known_hosts`` records it for each. The writer (``testbed/light_writer.py``)
-appends Megatron-LM iteration lines to ``nodes/node<i>/train.log`` for every node at a set rate.
+and the Slurm testbed's ports. OpenSSH listens on at most 16 addresses (MAX_LISTEN_SOCKS), so up
+to 16 nodes the one sshd listens on their addresses alone, and past that on the wildcard address
+of its own port (default 2322); either way it admits only loopback clients (``AllowUsers
+root@127.0.0.0/8``, key only). One ``Match LocalAddress`` block per node gives each node's
+sessions its own ``CVS_SIM_NODE_DIR`` (and a HOME of their own, so a session's bash does not
+source the machine's ~/.bashrc). One host key serves every address and ``known_hosts`` records
+it for each. The writer (``testbed/light_writer.py``) appends Megatron-LM iteration lines to
+``nodes/node<i>/train.log`` for every node at a set rate.
 
 ``up`` starts both (raising the descriptor limit sshd needs in its own start), writes
 ``cluster.json`` and ``known_hosts`` and records the pids; ``down`` stops exactly those pids and
@@ -35,6 +36,7 @@ DEFAULT_PORT = 2322
 MAX_NODES = 4096
 PER_OCTET = 250  # node i is 127.1.<i // 250>.<i % 250 + 1>
 SSHD_NOFILE = 1 << 16
+MAX_LISTEN = 16  # addresses one sshd listens on (OpenSSH: MAX_LISTEN_SOCKS)
 MAX_STARTUPS = 128  # unauthenticated connections sshd accepts at once: well above the fan-out window
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,11 +76,15 @@ def _sshd_paths(state: Path) -> daemons.NodePaths:
 
 
 def sshd_config_text(state: Path, nodes: int, port: int, authorized_keys: Path) -> str:
-    """One sshd for every node: wildcard on ``port``, loopback clients only, a Match block per node."""
+    """One sshd for every node: loopback clients only, a Match block per node. Up to
+    ``MAX_LISTEN`` nodes it listens on their addresses alone; past that (OpenSSH's limit) on the
+    wildcard address of ``port``, so the port is open on every interface while it runs."""
     paths = _sshd_paths(state)
+    listen = ([f"ListenAddress {light_address(i)}:{port}" for i in range(nodes)] if nodes <= MAX_LISTEN
+              else [f"ListenAddress 0.0.0.0:{port}"])
     head = [
         f"# cvs light testbed sshd: {nodes} node(s) on 127.1.x.y:{port} (generated)",
-        f"ListenAddress 0.0.0.0:{port}",
+        *listen,
         f"HostKey {paths.host_key}",
         f"PidFile {paths.sshd_pidfile}",
         f"AuthorizedKeysFile {authorized_keys}",

@@ -18,7 +18,9 @@ def test_light_addresses_are_distinct_loopback_away_from_the_normal_testbed():
 def test_one_sshd_serves_every_node_loopback_only_with_a_block_per_node(tmp_path):
     text = light.sshd_config_text(tmp_path, 3, 2322, tmp_path / "authorized_keys")
     lines = text.splitlines()
-    assert "ListenAddress 0.0.0.0:2322" in lines and "AllowUsers root@127.0.0.0/8" in lines
+    assert [line for line in lines if line.startswith("ListenAddress")] == [
+        "ListenAddress 127.1.0.1:2322", "ListenAddress 127.1.0.2:2322", "ListenAddress 127.1.0.3:2322"]
+    assert "AllowUsers root@127.0.0.0/8" in lines
     assert "PasswordAuthentication no" in lines
     startups = next(line for line in lines if line.startswith("MaxStartups"))
     assert int(startups.split()[1].split(":")[0]) > 32  # above the default fan-out window
@@ -27,6 +29,12 @@ def test_one_sshd_serves_every_node_loopback_only_with_a_block_per_node(tmp_path
     node2 = lines[lines.index("Match LocalAddress 127.1.0.3") + 1]
     assert f"CVS_SIM_NODE_DIR={tmp_path}/nodes/node2 " in node2 and "CVS_LIGHT_NODE=2 " in node2
     assert f"HOME={tmp_path}/home " in node2  # never root's ~/.bashrc
+
+
+def test_past_sixteen_nodes_the_one_sshd_listens_on_the_wildcard_of_its_port(tmp_path):
+    lines = light.sshd_config_text(tmp_path, 17, 2322, tmp_path / "authorized_keys").splitlines()
+    assert [line for line in lines if line.startswith("ListenAddress")] == ["ListenAddress 0.0.0.0:2322"]
+    assert "AllowUsers root@127.0.0.0/8" in lines and len([x for x in lines if x.startswith("Match")]) == 17
 
 
 def test_the_writer_spreads_lines_evenly_over_each_second():
