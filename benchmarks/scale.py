@@ -283,8 +283,8 @@ def rows_for(single: dict, points: list[dict], window_s: float) -> list[dict[str
     grow = ((biggest["threads"] - good[0]["threads"]) / (biggest["n"] - good[0]["n"])
             if len(good) >= 2 and biggest["n"] != good[0]["n"] else None)
     rows.append(at_most("scale.threads_per_added_node", grow, THREADS_PER_NODE_TARGET, "threads",
-                        f"threads of the harness while watching: {threads} (paramiko keeps a reader thread per "
-                        "open connection; docs/measured.md)"))
+                        f"threads of the harness while watching: {threads} (no thread per connection: one "
+                        "reactor reads every connection's packets, remote/reactor.py)"))
     complete = all(p["nodes_heard"] == p["n"] and p["copied_bytes"] > 0 for p in good)
     rows.append(row("scale.every_node_watched", sum(p["nodes_heard"] for p in good), "nodes",
                     f"= {sum(p['n'] for p in good)}", complete,

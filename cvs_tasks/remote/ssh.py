@@ -6,8 +6,9 @@
   or auth errors; keepalive on the transport once open. Connections stay open for the run.
 * fan-out: connection set-up and exec requests go through a bounded window (``window``, default
   32 like pdsh; the cluster file's ``fanout_window``); the commands then run as raw exec channels
-  read from one selector (``remote/channels.py``): per-command timeout, stdin, exact bytes back,
-  no thread per node beyond paramiko's own reader per connection.
+  read from one selector (``remote/channels.py``): per-command timeout, stdin, exact bytes back.
+  No thread per node at all: every connection's packets are read by one reactor thread and a
+  few workers (``remote/reactor.py``), not by a paramiko thread per connection.
 * commands: plain strings (nothing via ``env=``: values would land on the command line); stdin
   is sent on the channel and then closed.
 * followers (``follow``): one more exec channel per node on the same connection.
@@ -38,6 +39,7 @@ from cvs_tasks.remote.hostkeys import (
     pin_host_keys,
 )
 from cvs_tasks.remote.hosts import Hosts
+from cvs_tasks.remote.reactor import ReactorTransport
 from cvs_tasks.remote.results import Node, RawResult
 from cvs_tasks.remote.retry import Attempt, RetryPolicy, retry_call
 from cvs_tasks.remote.streams import FollowerStartError
@@ -45,18 +47,6 @@ from cvs_tasks.remote.streams import FollowerStartError
 # paramiko's words when the TCP connection opened but the SSH handshake never completed
 _HANDSHAKE_FAILURES = ("protocol banner", "No existing session", "Negotiation failed")
 FANOUT_WINDOW = 32  # like pdsh: at most this many nodes connect or start a command at once
-
-
-class QuietTransport(paramiko.Transport):
-    """paramiko's Transport, its reader thread woken once a second instead of ten times.
-
-    Each open connection keeps a reader thread blocked in ``recv`` with a socket timeout of
-    ``_active_check_timeout`` (0.1 s), woken only to check for a close, a keepalive or a rekey.
-    At 1,024 idle connections that is 10,000 wake-ups a second of harness CPU
-    (docs/measured.md). Closing does not wait for the wake-up (``stop_thread`` returns once the
-    packetizer is closed), and a keepalive every ``keepalive`` seconds tolerates a second's lag."""
-
-    _active_check_timeout = 1.0
 
 
 class _SshNode:
@@ -96,7 +86,7 @@ class SshHosts(Hosts):
     def _new_connection(self, node: Node, username: str, key_file: str | None) -> Connection:
         bound = self.connect_timeout
         connect_kwargs: dict = {"timeout": bound, "banner_timeout": bound, "auth_timeout": bound,
-                                "channel_timeout": bound, "transport_factory": QuietTransport}
+                                "channel_timeout": bound, "transport_factory": ReactorTransport}
         if key_file:
             connect_kwargs.update(key_filename=[os.path.expanduser(key_file)], look_for_keys=False,
                                   allow_agent=False)

@@ -19,7 +19,7 @@ from fabric.testing.base import MockRemote
 
 from cvs_tasks.remote import NO_RETRY, Node, RetryPolicy, SshHosts
 from cvs_tasks.remote.hostkeys import StrictHostKeyPolicy, UnknownHostKey
-from cvs_tasks.remote.ssh import QuietTransport
+from cvs_tasks.remote.reactor import ReactorTransport
 from tests.ssh_fakes import FakeChannel, channels
 
 REFUSED = paramiko.ssh_exception.NoValidConnectionsError(
@@ -77,7 +77,7 @@ def test_strict_policy_is_set_before_connecting_with_bounded_timeouts(remote, tm
     client.connect.assert_called_once_with(
         username="root", hostname="10.0.0.1", port=22, timeout=5.0, banner_timeout=5.0,
         auth_timeout=5.0, channel_timeout=5.0, key_filename=["/keys/id_ed25519"],
-        look_for_keys=False, allow_agent=False, transport_factory=QuietTransport)
+        look_for_keys=False, allow_agent=False, transport_factory=ReactorTransport)
     client.get_transport.return_value.set_keepalive.assert_called_once_with(15)
 
 
@@ -216,17 +216,3 @@ def test_connections_and_exec_requests_go_through_the_window(remote):
 def test_the_window_must_hold_a_node():
     with pytest.raises(ValueError, match="at least 1"):
         make_hosts(1, window=0)
-
-
-def test_quiet_transport_wakes_its_reader_once_a_second_not_ten_times():
-    import socket
-
-    ours, theirs = socket.socketpair()
-    try:
-        transport = QuietTransport(ours)
-        assert isinstance(transport, paramiko.Transport)
-        assert ours.gettimeout() == 1.0 > paramiko.Transport._active_check_timeout
-        transport.close()
-    finally:
-        ours.close()
-        theirs.close()
