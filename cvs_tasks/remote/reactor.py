@@ -1,25 +1,25 @@
-"""Every SSH connection's incoming packets read by one selector thread and a few workers.
+"""Every SSH connection's incoming packets read by a few threads, not by one thread each.
 
 paramiko gives each ``Transport`` a thread of its own that blocks in ``recv`` and dispatches
 what arrives: 1,024 nodes cost 1,024 threads, each about 130 KiB and a wake-up a second
 (docs/measured.md). ``ReactorTransport`` starts no thread. After the version banner (read in the
-thread that connects, inside the fan-out window) its socket joins one selector; when the socket
-is readable, one of ``WORKERS`` threads reads the waiting messages and dispatches them exactly as
-paramiko's own loop does (``_dispatch``, the body of ``Transport.run``). A worker may wait for
-the rest of a packet; a connection that leaves one waiting for longer than ``STALL_S`` is shut
-down, so a stuck peer cannot hold the pool. Keepalives and rekeys, which paramiko's thread does
-when its ``recv`` times out, are asked for by the selector thread once a second.
+thread that connects, inside the fan-out window) its socket joins one epoll set, one-shot: the
+``WORKERS`` threads all wait on that set, the one woken reads the connection's waiting messages,
+dispatches them exactly as paramiko's own loop does (``_dispatch``, the body of
+``Transport.run``) and arms the socket again. No hand-off between threads, no wake-up while
+nothing arrives. A worker may wait for the rest of a packet; a connection that keeps one waiting
+longer than ``STALL_S`` is shut down, so stuck peers cannot hold the pool. Keepalives and
+rekeys, which paramiko's thread does when its ``recv`` times out, are looked at once a second.
 
 What paramiko's loop looks like is pinned by a test (tests/unit/remote/test_reactor.py compares
-the syntax tree of ``Transport.run`` with the versions this was read against: 3.4.1 to 5.1.0).
+the tokens of ``Transport.run`` with the versions this was read against: 3.4.1 to 5.1.0).
+Linux only (epoll), like the head nodes this runs on.
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import select
-import selectors
 import threading
 import time
 from typing import Callable
@@ -31,7 +31,6 @@ from paramiko.common import (
     MSG_IGNORE,
     MSG_UNIMPLEMENTED,
     cMSG_UNIMPLEMENTED,
-    xffffffff,
 )
 from paramiko.message import Message
 from paramiko.packet import NeedRekeyException
@@ -40,129 +39,98 @@ from paramiko.ssh_exception import MessageOrderError, SSHException
 WORKERS = 4  # threads that read and dispatch messages, whatever the number of connections
 BURST = 64  # messages one worker handles on a connection before giving the others a turn
 STALL_S = 30.0  # a worker waiting this long for the rest of one connection's packet: shut it down
-TEND_S = 1.0  # how often keepalives and pending rekeys are looked at (paramiko: each recv timeout)
+TEND_S = 1.0  # how often stalls, keepalives and pending rekeys are looked at
+_ARMED = select.EPOLLIN | select.EPOLLONESHOT
 
 
 class PacketReactor:
-    """The selector thread and its worker pool; started on first use, shared by every connection."""
+    """The epoll set, its workers, and the thread that tends idle connections; one per process."""
 
     def __init__(self, workers: int = WORKERS):
-        self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._epoll = select.epoll()
         self._lock = threading.Lock()
-        self._requests: list[tuple[str, ReactorTransport]] = []
-        self._known: set[ReactorTransport] = set()
+        self._by_fd: dict[int, ReactorTransport] = {}
         self._busy: dict[ReactorTransport, float] = {}  # in a worker since (monotonic)
-        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self.threads = [threading.Thread(target=self._loop, name="cvs-ssh-reactor", daemon=True)]
-        self.threads += [threading.Thread(target=self._worker, name=f"cvs-ssh-packets-{k}", daemon=True)
-                         for k in range(workers)]
+        self._chores: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._work, name=f"cvs-ssh-packets-{k}", daemon=True)
+                        for k in range(workers)]
+        self.threads += [threading.Thread(target=self._watch, name="cvs-ssh-tend", daemon=True),
+                         threading.Thread(target=self._do_chores, name="cvs-ssh-keepalive", daemon=True)]
         for thread in self.threads:
             thread.start()
 
-    # -- asked from any thread --------------------------------------------------------------
-    def adopt(self, transport: "ReactorTransport") -> None:
-        """Start reading this connection's packets."""
-        self._post("adopt", transport)
-
-    def forget(self, transport: "ReactorTransport") -> None:
-        """Stop reading them (before its socket closes: the descriptor's number can be reused)."""
-        self._post("forget", transport)
-
     @property
     def connections(self) -> int:
-        return len(self._known)
+        return len(self._by_fd)
 
-    def _post(self, what: str, transport: "ReactorTransport") -> None:
+    def adopt(self, transport: "ReactorTransport") -> None:
+        """Start reading this connection's packets (its banner was read in the caller's thread,
+        perhaps with the start of the next packet: that is handled here first)."""
+        if transport.has_buffered() and not transport.read_waiting(BURST):
+            return
         with self._lock:
-            self._requests.append((what, transport))
-        try:
-            os.write(self._wake_w, b"x")
-        except BlockingIOError:
-            pass  # the pipe is full of wake-ups already: the loop will look
+            fd = transport.sock.fileno()
+            if fd < 0 or not transport.active:
+                return
+            transport.reactor_fd = fd
+            self._by_fd[fd] = transport
+            self._epoll.register(fd, _ARMED)
 
-    # -- the threads ------------------------------------------------------------------------
-    def _worker(self) -> None:
-        while True:
-            self._work.get()()
-
-    def _loop(self) -> None:
-        next_tend = time.monotonic() + TEND_S
-        while True:
-            for key, _ in self._selector.select(max(0.0, next_tend - time.monotonic())):
-                if key.data is None:
-                    self._take_requests()
-                else:
-                    self._hand_to_worker(key.data)
-            now = time.monotonic()
-            if now >= next_tend:
-                next_tend = now + TEND_S
-                self._tend(now)
-
-    def _take_requests(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
+    def forget(self, transport: "ReactorTransport") -> None:
+        """Stop reading it; called before its socket closes, and again after (harmless)."""
         with self._lock:
-            requests, self._requests = self._requests, []
-        for what, transport in requests:
-            if what == "adopt":
-                self._known.add(transport)
-                if transport.has_buffered():  # the banner's read took the start of a packet too
-                    self._hand_to_worker(transport, watched=False)
-                else:
-                    self._watch(transport)
-            elif what == "rearm":
-                if transport in self._known:
-                    self._busy.pop(transport, None)
-                    self._watch(transport)
-            else:
-                self._known.discard(transport)
-                self._busy.pop(transport, None)
+            self._busy.pop(transport, None)
+            fd = transport.reactor_fd
+            if fd is not None and self._by_fd.get(fd) is transport:
+                del self._by_fd[fd]
                 try:
-                    self._selector.unregister(transport.sock)
-                except (KeyError, ValueError, OSError):
+                    self._epoll.unregister(fd)
+                except OSError:
+                    pass  # closed already: the kernel dropped it
+
+    def _work(self) -> None:
+        while True:
+            for fd, _ in self._epoll.poll(-1, 1):
+                with self._lock:
+                    transport = self._by_fd.get(fd)
+                    if transport is None:
+                        continue
+                    self._busy[transport] = time.monotonic()
+                self._serve(fd, transport)
+
+    def _serve(self, fd: int, transport: "ReactorTransport") -> None:
+        if not transport.serving.acquire(blocking=False):
+            return  # another worker has it (a stale event of a reused descriptor); it re-arms
+        try:
+            alive = transport.read_waiting(BURST)
+        finally:
+            transport.serving.release()
+        with self._lock:
+            self._busy.pop(transport, None)
+            if alive and self._by_fd.get(fd) is transport:
+                try:
+                    self._epoll.modify(fd, _ARMED)
+                except OSError:
                     pass
 
-    def _watch(self, transport: "ReactorTransport") -> None:
-        if not transport.active:
-            self._known.discard(transport)
-            return
-        try:
-            self._selector.register(transport.sock, selectors.EVENT_READ, transport)
-        except (KeyError, ValueError, OSError):
-            pass  # already watched, or its socket closed meanwhile (its forget is on the way)
+    def _watch(self) -> None:
+        """Once a second: shut down connections stuck mid-packet; queue keepalives and rekeys."""
+        while True:
+            time.sleep(TEND_S)
+            now = time.monotonic()
+            with self._lock:
+                stalled = [(t, now - since) for t, since in self._busy.items() if now - since > STALL_S]
+                idle = [t for t in self._by_fd.values() if t not in self._busy]
+            for transport, waited in stalled:
+                transport.shut_down_stalled(waited)
+            for transport in idle:
+                if transport.wants_tending(now):
+                    self._chores.put(transport.tend)
 
-    def _hand_to_worker(self, transport: "ReactorTransport", watched: bool = True) -> None:
-        if watched:
-            try:
-                self._selector.unregister(transport.sock)
-            except (KeyError, ValueError, OSError):
-                return
-        self._busy[transport] = time.monotonic()
-        self._work.put(lambda: self._serve(transport))
-
-    def _serve(self, transport: "ReactorTransport") -> None:
-        """In a worker: the connection's waiting messages, then back to the selector."""
-        if transport.read_waiting(BURST):
-            self._post("rearm", transport)
-        else:
-            self._post("forget", transport)
-
-    def _tend(self, now: float) -> None:
-        """Shut down connections stuck mid-packet; ask idle ones for keepalives and rekeys."""
-        for transport, since in list(self._busy.items()):
-            if now - since > STALL_S:
-                del self._busy[transport]
-                transport.shut_down_stalled(now - since)
-        for transport in self._known:
-            if transport not in self._busy and transport.wants_tending(now):
-                self._work.put(transport.tend)
+    def _do_chores(self) -> None:
+        """Keepalives and rekey requests are sends that may wait on the peer: not in ``_watch``."""
+        while True:
+            self._chores.get()()
 
 
 _reactor: PacketReactor | None = None
@@ -185,14 +153,20 @@ class ReactorTransport(paramiko.Transport):
     of a packet: once a second it checks for a close, as paramiko's thread does."""
 
     _active_check_timeout = 1.0
+    reactor_fd: int | None = None  # the descriptor the reactor knows it by (a closed socket says -1)
+    _keepalive_s = 0.0
+    _next_tend = 0.0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.serving = threading.Lock()  # held by the worker reading this connection
 
     def start(self) -> None:
         """What ``threading.Thread.start`` would run before paramiko's loop, done here in the
         caller's thread (the version banner waits on the node); the loop is the reactor's."""
         try:
             self.packetizer.write_all((self.local_version + "\r\n").encode())
-            self._log(paramiko.common.DEBUG, f"reactor transport {hex(id(self) & xffffffff)}: "
-                                             f"local version {self.local_version}")
+            self._log(paramiko.common.DEBUG, f"Local version/idstring: {self.local_version}")
             self._check_banner()
             self.packetizer.start_handshake(self.handshake_timeout)
             self._send_kex_init()
@@ -225,13 +199,14 @@ class ReactorTransport(paramiko.Transport):
         return bool(getattr(self.packetizer, "_Packetizer__remainder", b""))
 
     def wants_tending(self, now: float) -> bool:
-        """A rekey was asked for, or a keepalive may be due: one cheap look from the selector."""
+        """A rekey was asked for, or a keepalive may be due: one cheap look, once a second."""
         if not self.active or self.in_kex:
             return False
         return self.packetizer.need_rekey() or (self._keepalive_s > 0 and now >= self._next_tend)
 
     def tend(self) -> None:
-        """In a worker: what paramiko's thread does each time its ``recv`` times out. paramiko
+        """What paramiko's thread does each time its ``recv`` times out (in the reactor's keepalive
+        thread: a send may wait on the peer). paramiko
         sends the keepalive only if nothing was sent for its interval; looking twice per interval
         keeps one at most half an interval late."""
         self._next_tend = time.monotonic() + self._keepalive_s / 2
@@ -242,9 +217,6 @@ class ReactorTransport(paramiko.Transport):
         except (SSHException, EOFError, OSError) as exc:
             self._end(exc)
 
-    _keepalive_s = 0.0
-    _next_tend = 0.0
-
     def set_keepalive(self, interval: int) -> None:
         self._keepalive_s = float(interval)
         self._next_tend = time.monotonic() + self._keepalive_s / 2
@@ -253,15 +225,14 @@ class ReactorTransport(paramiko.Transport):
     def shut_down_stalled(self, waited: float) -> None:
         """The peer sent part of a packet and then nothing for ``waited`` seconds."""
         self.saved_exception = SSHException(f"the node sent part of a packet and then nothing for {waited:.0f}s")
-        self.packetizer.close()
         try:
-            self.sock.shutdown(2)  # the waiting worker's recv returns at once
+            self.sock.shutdown(2)  # the waiting worker's recv returns at once, with the end
         except OSError:
             pass
 
     def close(self) -> None:
-        if self.active:
-            reactor().forget(self)
+        if self.active and self.reactor_fd is not None:
+            reactor().forget(self)  # before the socket closes: its number can be reused at once
         super().close()
 
     # -- paramiko's loop, one message at a time ------------------------------------------------
@@ -335,7 +306,8 @@ class ReactorTransport(paramiko.Transport):
                 event.set()
             with self.lock:
                 self.server_accept_cv.notify()
-        reactor().forget(self)
+        if self.reactor_fd is not None:
+            reactor().forget(self)
         self.sock.close()
 
 

@@ -1,7 +1,7 @@
 """64 SSH nodes on one loopback sshd: the harness's own threads do not grow with the node count.
 
-No connection has a thread of its own: the packets of all of them are read by one reactor thread
-and its few workers (``remote/reactor.py``). Everything else the harness adds (the fan-out
+No connection has a thread of its own: the packets of all of them are read by the reactor's few
+threads (``remote/reactor.py``). Everything else the harness adds (the fan-out
 window's set-up threads, the selector loops of commands and followers) is bounded by the window,
 whatever the number of nodes: a set-up thread per node in the window, and paramiko's own
 handshake timer (a ``threading.Timer``) while that node's handshake runs.
@@ -17,7 +17,7 @@ from remote_sshd import FakeHost
 
 from cvs_tasks.remote import connect
 from cvs_tasks.remote.follow import Delta, FollowOptions, FollowTarget
-from cvs_tasks.remote.reactor import WORKERS
+from cvs_tasks.remote.reactor import reactor
 
 NODES = 64
 WINDOW = 8
@@ -73,5 +73,5 @@ def test_commands_and_followers_on_64_nodes_use_a_bounded_number_of_threads(sshd
     assert len(seen) == NODES and all(r.stdout == "again\n" for r in again)
     assert counter.most_transports == 0  # no paramiko reader thread per connection
     # the window's threads, paramiko's handshake timer of each connection being set up in it, and
-    # the reactor (started by the first connection of this process, if no test before did)
-    assert counter.most_own <= 2 * WINDOW + 1 + WORKERS, (counter.most_own, counter.names)
+    # the reactor's (started by the first connection of this process, if no test before did)
+    assert counter.most_own <= 2 * WINDOW + len(reactor().threads), (counter.most_own, counter.names)
