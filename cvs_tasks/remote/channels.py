@@ -3,7 +3,7 @@
 A paramiko channel's ``fileno()`` becomes readable when data, stderr or the end arrive, so one
 ``selectors`` loop serves any number of them: ``run_channels`` reads every node's command to its
 end (per-command timeout, stdin, exit status), ``ChannelStream`` is a node's follower over SSH.
-Only paramiko's own reader thread per connection remains; nothing here adds a thread per node.
+No thread per node here, nor per connection (``remote/reactor.py`` reads every connection's packets).
 """
 
 from __future__ import annotations
