@@ -4,11 +4,13 @@ A broadcast used to be one ``srun --overlap`` step per node; at 1,024 nodes that
 steps per health check (Slurm's ``MaxStepCount`` is 40,000 per job). Now it is one step with a
 task per node. srun hands its standard input to every task, so the harness writes one *bundle*
 there: a table naming, per node, where its command and its stdin lie in the blob that follows
-(identical commands and stdins are stored once). No command travels in argv (one argument is
-limited to 128 KiB by Linux; the bundle is not). Each task finds its row by ``SLURMD_NODENAME``
-(Slurm orders tasks by its own node order, not by the node list given), runs its command with
-stdout and stderr in files on the node, and then writes *records*: one line each, never longer
-than ``RECORD_MAX`` bytes, carrying the node's index, a kind and a base64 piece.
+(identical commands and stdins are stored once; per-node ones that differ in a few characters, such
+as each node's job script, as pieces of the first one: ``remote/slurm_pieces.py``). No command
+travels in argv (one argument is limited to 128 KiB by Linux; the bundle is not). Each task finds
+its row by ``SLURMD_NODENAME`` (Slurm orders tasks by its own node order, not by the node list
+given), rebuilds its command and stdin from their pieces, runs the command with stdout and stderr
+in files on the node, and then writes *records*: one line each, never longer than ``RECORD_MAX``
+bytes, carrying the node's index, a kind and a base64 piece.
 
 srun merges every task's output into its own stdout. slurmstepd forwards a task's output in
 messages of at most 1,024 bytes, cut at the last newline when the line fits: a line of at most
@@ -18,8 +20,9 @@ cut, up to 95 % of longer ones; docs/measured.md). Records stay far below that. 
 of a task, ``x``, carries its exit status and the byte sizes of its stdout and stderr, so the
 harness knows a node's output is whole before it trusts it.
 
-Bundle: ``CVS-BUNDLE <rows:8> <table bytes:12>\\n``, then per node ``<name> <cmd off> <cmd len>
-<stdin off|-> <stdin len|->\\n``, then the blob (offsets from the blob's start).
+Bundle: ``CVS-BUNDLE <rows:8> <table bytes:12>\\n``, then per node ``<name> <cmd pieces>
+<stdin pieces|->\\n``, pieces being ``off:len[,off:len...]`` (offsets from the blob's start, the
+node's payload their concatenation), then the blob.
 Records: ``CVS1 <index> o|e <base64>\\n`` (a piece of stdout or stderr, in order) and
 ``CVS1 <index> x <exit status> <stdout bytes> <stderr bytes>\\n`` (the end).
 """
@@ -30,6 +33,8 @@ import base64
 import binascii
 from dataclasses import dataclass
 from typing import Sequence
+
+from cvs_tasks.remote import slurm_pieces as sp
 
 MAGIC = b"CVS-BUNDLE"
 RECORD = b"CVS1"
@@ -48,13 +53,17 @@ cat > "$d/b" || exit 90
 IFS=' ' read -r magic rows table < "$d/b"
 [ "$magic" = CVS-BUNDLE ] || { echo "cvs-tasks: no bundle on stdin" >&2; exit 91; }
 rows=$((10#$rows)) table=$((10#$table)) start=$((@HEADER@ + table)) i=0 found=
-while [ "$i" -lt "$rows" ] && IFS=' ' read -r name co cl io il; do
+while [ "$i" -lt "$rows" ] && IFS=' ' read -r name cp ip; do
   if [ "$name" = "$SLURMD_NODENAME" ]; then found=1; break; fi
   i=$((i + 1))
 done < <(tail -c +@SKIP@ "$d/b" | head -c "$table")
 [ -n "$found" ] || { echo "cvs-tasks: no command for node $SLURMD_NODENAME" >&2; exit 97; }
-tail -c +$((start + co + 1)) "$d/b" | head -c "$cl" > "$d/c"
-if [ "$io" = - ]; then in=/dev/null; else tail -c +$((start + io + 1)) "$d/b" | head -c "$il" > "$d/i"; in=$d/i; fi
+take() {  # $1: pieces "off:len,...", $2: the file they make, in order
+  local IFS=, p; : > "$2" || exit 90
+  for p in $1; do tail -c +$((start + ${p%%:*} + 1)) "$d/b" | head -c "${p#*:}" >> "$2"; done
+}
+take "$cp" "$d/c"
+if [ "$ip" = - ]; then in=/dev/null; else take "$ip" "$d/i"; in=$d/i; fi
 rm -f -- "$d/b"
 """
 # A broadcast's task: run it, then report its output and status as records.
@@ -85,26 +94,17 @@ def build_bundle(names: Sequence[str], commands: Sequence[str], stdins: Sequence
         raise ValueError(f"bundle needs one command and one stdin per node ({len(names)})")
     if len(set(names)) != len(names) or any(not n or any(c.isspace() for c in n) for n in names):
         raise ValueError(f"bundle needs distinct node names without spaces, got {list(names)}")
-    blob = bytearray()
-    where: dict[bytes, int] = {}
-
-    def place(data: bytes) -> int:
-        if data not in where:
-            where[data] = len(blob)
-            blob.extend(data)
-        return where[data]
-
+    blob = sp.Blob()
     rows = []
     for name, command, stdin in zip(names, commands, stdins):
-        code = command.encode("utf-8")
-        at = place(code)
-        into = "- -" if stdin is None else f"{place(bytes(stdin))} {len(stdin)}"
-        rows.append(f"{name} {at} {len(code)} {into}\n")
+        code = sp.encode(blob.pieces(command.encode("utf-8"), "command"))
+        into = "-" if stdin is None else sp.encode(blob.pieces(bytes(stdin), "stdin"))
+        rows.append(f"{name} {code} {into}\n")
     table = "".join(rows).encode("utf-8")
     if len(names) > 10**8 - 1 or len(table) > 10**12 - 1:
         raise ValueError(f"bundle too large: {len(names)} nodes, a table of {len(table)} bytes")
     header = HEADER_FORMAT % (MAGIC, len(names), len(table))
-    return header + table + bytes(blob)
+    return header + table + bytes(blob.data)
 
 
 def broadcast_command(job_id: str, names: Sequence[str], extra: Sequence[str] = ()) -> list[str]:

@@ -22,10 +22,10 @@ def run_task(bundle: bytes, node: str) -> subprocess.CompletedProcess:
 def test_identical_commands_and_stdins_are_stored_once():
     one = sb.build_bundle(["a", "b", "c"], ["echo hi"] * 3, [b"data"] * 3)
     header, rest = one[:sb.HEADER_BYTES], one[sb.HEADER_BYTES:]
-    assert header == b"CVS-BUNDLE 00000003 %012d\n" % len(b"a 0 7 7 4\nb 0 7 7 4\nc 0 7 7 4\n")
-    assert rest == b"a 0 7 7 4\nb 0 7 7 4\nc 0 7 7 4\necho hidata"
+    assert header == b"CVS-BUNDLE 00000003 %012d\n" % len(b"a 0:7 7:4\nb 0:7 7:4\nc 0:7 7:4\n")
+    assert rest == b"a 0:7 7:4\nb 0:7 7:4\nc 0:7 7:4\necho hidata"
     mixed = sb.build_bundle(["a", "b"], ["x", "y"], [None, b""])
-    assert mixed.endswith(b"a 0 1 - -\nb 1 1 2 0\nxy")
+    assert mixed.endswith(b"a 0:1 -\nb 1:1 2:0\nxy")
 
 
 def test_bad_bundles_are_refused():
