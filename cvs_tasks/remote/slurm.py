@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import uuid
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -24,6 +25,7 @@ from cvs_tasks.remote.results import Node, RawResult, last_line
 from cvs_tasks.remote.slurm_follow_step import FollowStep
 
 CLIENT_TIMEOUT_S = 60.0
+CANCEL_TIMEOUT_S = 15.0  # finding and cancelling a timed-out broadcast's step
 
 
 @dataclass(frozen=True)
@@ -145,13 +147,27 @@ class SlurmHosts(Hosts):
         """Every node's command in one step with a task per node (``remote/slurm_broadcast.py``)."""
         names = [n.name for n in self.nodes]
         bundle = sb.build_bundle(names, commands, stdins)
-        argv = sb.broadcast_command(self.allocation.job_id, names, self.step_args)
+        step_name = f"cvs-{uuid.uuid4().hex[:12]}"
+        argv = sb.broadcast_command(self.allocation.job_id, names, self.step_args, step_name=step_name,
+                                    limit_s=timeout)
         raw = run_local(_argv_line(argv), bundle, timeout, env=self.client.env)
+        if raw.error is not None:  # srun was killed at the timeout: its step may live on without it
+            self._cancel_step(step_name)
         reports, stray = sb.parse_records(raw.stdout, len(names))
         srun_says = raw.stderr.decode("utf-8", "replace").splitlines() + stray.decode("utf-8", "replace").splitlines()
         return [RawResult(r.exit_code, r.stdout, r.stderr, r.error) if r is not None
                 else RawResult(None, b"", b"", self._unreported(name, raw, srun_says))
                 for name, r in zip(names, reports)]
+
+    def _cancel_step(self, step_name: str) -> None:
+        """End a timed-out broadcast's step on every node (``scancel <job>.<step>``); best effort: its
+        tasks bound their own waits and the step has Slurm's time limit."""
+        try:
+            listing = self.client.run(sc.steps_command(self.allocation.job_id), timeout=CANCEL_TIMEOUT_S)
+            for step in sc.steps_named(listing.stdout, step_name):
+                self.client.run(sc.cancel_command(step), timeout=CANCEL_TIMEOUT_S)
+        except InfraError:
+            pass
 
     def _unreported(self, node: str, raw: RawResult, srun_says: Sequence[str]) -> str:
         """Why a node's task left no result: the timeout, a step failure, or srun's word about it."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -49,7 +50,8 @@ HEADER_BYTES = len(HEADER_FORMAT % (MAGIC, 0, 0))
 _FIND = r"""
 d=$(mktemp -d "${TMPDIR:-/tmp}/cvs-step.XXXXXX") || { echo "cvs-tasks: no temp folder here" >&2; exit 90; }
 trap 'rm -rf -- "$d"' EXIT
-cat > "$d/b" || exit 90
+if [ -n "${1:-}" ]; then bound=(timeout -k 2 "$1"); else bound=(); fi  # $1: the broadcast's seconds
+"${bound[@]}" cat > "$d/b" || { echo "cvs-tasks: no whole bundle on stdin${1:+ within $1 s}" >&2; exit 90; }
 IFS=' ' read -r magic rows table < "$d/b"
 [ "$magic" = CVS-BUNDLE ] || { echo "cvs-tasks: no bundle on stdin" >&2; exit 91; }
 rows=$((10#$rows)) table=$((10#$table)) start=$((@HEADER@ + table)) i=0 found=
@@ -66,8 +68,11 @@ take "$cp" "$d/c"
 if [ "$ip" = - ]; then in=/dev/null; else take "$ip" "$d/i"; in=$d/i; fi
 rm -f -- "$d/b"
 """
-# A broadcast's task: run it, then report its output and status as records.
-_REPORT = r"""bash "$d/c" < "$in" > "$d/o" 2> "$d/e"
+# A broadcast's task: run it within what is left of the broadcast's seconds, then report its output
+# and status as records. The task bounds its own waits: a broadcast whose srun was killed at its
+# timeout leaves no task behind waiting on a stdin that never ends (slurmstepd keeps such a task).
+_REPORT = r"""left=$(($1 - SECONDS)); [ "$left" -gt 0 ] || left=1
+timeout -k 5 "$left" bash "$d/c" < "$in" > "$d/o" 2> "$d/e"
 rc=$?
 base64 -w @LINE@ -- "$d/o" | sed "s/^/CVS1 $i o /"
 base64 -w @LINE@ -- "$d/e" | sed "s/^/CVS1 $i e /"
@@ -107,11 +112,18 @@ def build_bundle(names: Sequence[str], commands: Sequence[str], stdins: Sequence
     return header + table + bytes(blob.data)
 
 
-def broadcast_command(job_id: str, names: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
-    """One step, one task per node of ``names``, each running ``TASK_PROGRAM`` on the bundle."""
+def broadcast_command(job_id: str, names: Sequence[str], extra: Sequence[str] = (), *, step_name: str,
+                      limit_s: float) -> list[str]:
+    """One step, one task per node of ``names``, each running ``TASK_PROGRAM`` on the bundle.
+
+    The step is named (``step_name``), so a broadcast that times out can find and cancel it
+    (``scancel <job>.<step>``); Slurm's own time limit on it and each task's bound on its own waits
+    (``limit_s``) end it even if that cancel never comes."""
+    limit = max(1, math.ceil(limit_s))
     return ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(names)}", "--ntasks-per-node=1",
-            f"--nodelist={','.join(names)}", "--input=all", "--quiet", "--kill-on-bad-exit=0", *extra,
-            "bash", "-c", TASK_PROGRAM, "cvs-broadcast"]
+            f"--nodelist={','.join(names)}", "--input=all", "--quiet", "--kill-on-bad-exit=0",
+            f"--job-name={step_name}", f"--time={math.ceil(limit / 60) + 1}", *extra,
+            "bash", "-c", TASK_PROGRAM, "cvs-broadcast", str(limit)]
 
 
 @dataclass(frozen=True)

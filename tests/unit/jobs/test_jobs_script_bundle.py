@@ -38,7 +38,7 @@ def test_each_node_writes_exactly_its_own_script_from_the_shared_bundle(tmp_path
     bundle, nodes, names = script_bundle(300, tmp_path)
     for rank in (0, 1, 7, 10, 100, 299):
         env = {**os.environ, "SLURMD_NODENAME": names[rank]}
-        done = subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast"], input=bundle, capture_output=True,
+        done = subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast", "60"], input=bundle, capture_output=True,
                               env=env, timeout=60)
         report = sb.parse_records(done.stdout, len(names))[0][rank]
         assert report == sb.TaskReport(0, b"", b""), done.stderr

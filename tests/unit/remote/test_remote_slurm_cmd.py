@@ -105,3 +105,10 @@ def test_steps_carry_the_container_options_before_the_command():
     assert argv[-4:] == ["--container-name=c", "bash", "-c", "true"]
     spread = sc.spread_command("9", ["gpu01"], {"gpu01": "run"}, ["--container-name=c"])
     assert spread[-4] == "--container-name=c" and spread[-3:-1] == ["bash", "-c"]
+
+
+def test_a_step_is_found_by_its_name_among_the_jobs_steps():
+    assert sc.steps_command("4") == ["squeue", "--steps", "--noheader", "--jobs=4", "--format=%i %j"]
+    listing = "4.0 cvs-abc\n4.1 cvs-def\n4.12 cvs-abc\n4.batch cvs-abc\nweird\n"
+    assert sc.steps_named(listing, "cvs-abc") == ["4.0", "4.12"]
+    assert sc.steps_named(listing, "cvs-x") == []

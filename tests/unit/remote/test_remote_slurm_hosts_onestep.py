@@ -6,6 +6,7 @@ same against real slurmd's."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -87,3 +88,20 @@ def test_a_job_that_fits_keeps_its_commands_in_argv(fake_srun, tmp_path):
     proc = hosts(2).spread([f"echo {i} > {tmp_path}/{i}" for i in range(2)], tmp_path / "srun.out")
     assert proc.wait(timeout=60) == 0 and (tmp_path / "1").read_text() == "1\n"
     assert "--input=all" not in fake_srun()[0] and "gpu01) echo 1" in fake_srun()[0][-1]
+
+
+def test_a_broadcast_that_times_out_cancels_its_own_step_by_name(fake_srun, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"  # squeue lists every step srun started, scancel logs what it is asked
+    (bin_dir / "squeue").write_text(
+        "#!/bin/sh\nn=0\ngrep -o -- '--job-name=[^\"]*' \"$FAKE_SRUN_LOG\" | while read -r a; do n=$((n + 1)); "
+        "echo \"9.$n ${a#--job-name=}\"; done\necho '9.77 someone-else'\n")
+    (bin_dir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.calls\n")
+    for tool in ("squeue", "scancel"):
+        (bin_dir / tool).chmod(0o755)
+    started = time.monotonic()
+    results = hosts(2).run("sleep 30", timeout=2)
+    assert time.monotonic() - started < 25
+    assert [r.error for r in results] == [f"node gpu0{i} (10.0.0.{i + 1}): command timed out after 2s" for i in (0, 1)]
+    (call,) = fake_srun()
+    assert "--time=2" in call and call[-1] == "2"  # Slurm's limit and the tasks' own bound
+    assert (tmp_path / "scancel.calls").read_text() == "9.1\n"
