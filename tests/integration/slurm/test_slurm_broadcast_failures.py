@@ -1,10 +1,12 @@
-"""A broadcast on real Slurm when it times out. The cluster is this module's own (three nodes, its own
-ports and addresses)."""
+"""A broadcast on real Slurm when it times out or a node fails under it. The cluster is this module's
+own (three nodes, its own ports and addresses): one test stops a node's slurmd."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -95,3 +97,25 @@ def test_a_broadcast_that_times_out_leaves_no_step_or_task_behind(allocated, clu
 
     assert wait_until(nothing_left, 30), "the timed-out broadcast's step outlived it"
     assert time.monotonic() - started < 40
+
+
+def test_a_node_whose_slurmd_died_fails_alone_and_a_timeout_then_leaves_no_task(allocated, cluster_root, tmp_path):
+    hosts, client, job = allocated
+    state = json.loads((cluster_root / "state.json").read_text())
+    os.kill(state["slurmd"]["cvs-n2"], signal.SIGKILL)  # our own slurmd; slurmctld does not know yet
+    results = hosts.run([f"echo ran >> {tmp_path}/n{i}; echo node {i}" for i in range(3)], timeout=120)
+    assert [(r.exit_code, r.stdout) for r in results[:2]] == [(0, "node 0\n"), (0, "node 1\n")]
+    assert results[2].exit_code is None and results[2].error.startswith(
+        f"node cvs-n2 ({ADDRESSES[2]}): Slurm could not start its task in job {job}'s step: Task launch for "
+        f"StepId={job}.")
+    assert "failed on node cvs-n2: " in results[2].error
+    assert [(tmp_path / f"n{i}").read_text() for i in range(2)] == ["ran\n", "ran\n"]  # once: the aborted step ran none
+    assert not (tmp_path / "n2").exists()
+
+    # srun waits for the dead node's launch; killed at 3 s, its tasks on the live nodes wait for a stdin
+    # that never comes: they end themselves (and the step is cancelled), none is left waiting
+    results = hosts.run("echo never", timeout=3)
+    assert all(r.exit_code is None for r in results)
+    assert wait_until(lambda: not processes_running("cvs-broadcast\x003\x00"), 30), "a task outlived its broadcast"
+    # slurmstepd's of the aborted step abandon their IO 60 s after the abort (Slurm's own wait), then end
+    assert wait_until(lambda: not stepds(job, cluster_root), 90), "slurmstepd's outlived the broadcasts"

@@ -90,6 +90,16 @@ def test_a_job_that_fits_keeps_its_commands_in_argv(fake_srun, tmp_path):
     assert "--input=all" not in fake_srun()[0] and "gpu01) echo 1" in fake_srun()[0][-1]
 
 
+def test_a_node_whose_task_cannot_be_launched_fails_alone_and_the_others_run_again(fake_srun, monkeypatch):
+    monkeypatch.setenv("FAKE_SRUN_MODE", "launch-fail:gpu01")
+    results = hosts(3).run(["echo zero", "echo one", "echo two; exit 2"], timeout=30)
+    assert [(r.exit_code, r.stdout) for r in results] == [(0, "zero\n"), (None, ""), (2, "two\n")]
+    assert results[1].error == ("node gpu01 (10.0.0.2): Slurm could not start its task in job 9's step: Task "
+                                "launch for StepId=9.3 failed on node gpu01: Communication connection failure")
+    first, second = fake_srun()
+    assert "--nodelist=gpu00,gpu01,gpu02" in first and "--nodelist=gpu00,gpu02" in second
+
+
 def test_a_broadcast_that_times_out_cancels_its_own_step_by_name(fake_srun, tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"  # squeue lists every step srun started, scancel logs what it is asked
     (bin_dir / "squeue").write_text(
