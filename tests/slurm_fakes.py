@@ -2,7 +2,9 @@
 ``--nodelist`` node at the same time (each with its SLURMD_NODENAME), hands its stdin to every task as
 it arrives (as ``--input=all`` does), merges the tasks' stdout line by line (whole lines, as slurmstepd
 forwards lines of up to 1,024 bytes), and logs each call. ``FAKE_SRUN_MODE``: ``no-step`` (Slurm refuses
-the step), ``kill:<node>`` (that node's task is killed before it says anything)."""
+the step), ``kill:<node>`` (that node's task is killed before it says anything), ``launch-fail:<node>``
+(srun cannot launch that node's task and aborts the step before any task reads its stdin, as measured
+on Slurm 22.05: docs/measured.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,13 @@ if mode == "no-step":
     sys.stderr.write("srun: error: Unable to create step for job 9: Job/step already completing or completed\\n")
     sys.exit(1)
 nodes = next(a.split("=", 1)[1] for a in args if a.startswith("--nodelist=")).split(",")
+if mode.startswith("launch-fail:") and mode.split(":", 1)[1] in nodes:  # as Slurm 22.05's srun: no task read stdin
+    sys.stderr.write("srun: error: Task launch for StepId=9.3 failed on node " + mode.split(":", 1)[1]
+                     + ": Communication connection failure\\n"
+                     "srun: error: Application launch failed: Communication connection failure\\n")
+    sys.stderr.write("".join(f"srun: error: {{n}}: task {{r}}: Killed\\n" for r, n in enumerate(nodes)
+                             if n != mode.split(":", 1)[1]))
+    sys.exit(233)
 program = args[args.index("-c") + 1:]
 lock = threading.Lock()
 tasks = {{}}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -24,6 +26,7 @@ from cvs_tasks.remote.results import Node, RawResult, last_line
 from cvs_tasks.remote.slurm_follow_step import FollowStep
 
 CLIENT_TIMEOUT_S = 60.0
+CANCEL_TIMEOUT_S = 15.0  # finding and cancelling a timed-out broadcast's step
 
 
 @dataclass(frozen=True)
@@ -142,16 +145,60 @@ class SlurmHosts(Hosts):
         return SlurmHosts(self.client, self.allocation, self.nodes, step_args)
 
     def _exec_many(self, commands, stdins, timeout):
-        """Every node's command in one step with a task per node (``remote/slurm_broadcast.py``)."""
-        names = [n.name for n in self.nodes]
-        bundle = sb.build_bundle(names, commands, stdins)
-        argv = sb.broadcast_command(self.allocation.job_id, names, self.step_args)
+        """Every node's command in one step with a task per node (``remote/slurm_broadcast.py``).
+
+        When srun cannot launch a node's task (its slurmd is down, say), it aborts the whole step;
+        no task had its bundle yet (srun hands stdin to the tasks only once all of them are up,
+        docs/measured.md), so that node gets srun's words as its error and the step runs again
+        on the others, within what is left of ``timeout``."""
+        results: list[RawResult | None] = [None] * len(self.nodes)
+        deadline = time.monotonic() + timeout
+        pending, left = list(range(len(self.nodes))), timeout
+        while pending:
+            raws, again = self._step(pending, commands, stdins, left)
+            for index, raw in zip(pending, raws):
+                results[index] = raw
+            left = round(deadline - time.monotonic(), 1)
+            pending = again if left > 1 else []
+        return results
+
+    def _step(self, indices, commands, stdins, timeout) -> tuple[list[RawResult], list[int]]:
+        """One step on the nodes ``indices``: their results, and those of them to run again (their
+        task never started because another node's could not be launched)."""
+        names = [self.nodes[i].name for i in indices]
+        bundle = sb.build_bundle(names, [commands[i] for i in indices], [stdins[i] for i in indices])
+        step_name = f"cvs-{uuid.uuid4().hex[:12]}"
+        argv = sb.broadcast_command(self.allocation.job_id, names, self.step_args, step_name=step_name,
+                                    limit_s=timeout)
         raw = run_local(_argv_line(argv), bundle, timeout, env=self.client.env)
         reports, stray = sb.parse_records(raw.stdout, len(names))
         srun_says = raw.stderr.decode("utf-8", "replace").splitlines() + stray.decode("utf-8", "replace").splitlines()
-        return [RawResult(r.exit_code, r.stdout, r.stderr, r.error) if r is not None
-                else RawResult(None, b"", b"", self._unreported(name, raw, srun_says))
-                for name, r in zip(names, reports)]
+        failed = sc.launch_failures("\n".join(srun_says))
+        if raw.error is not None or failed:  # srun killed at the timeout, or it gave up: the step may live on
+            self._cancel_step(step_name)
+        retry = raw.error is None and bool(failed) and set(failed) <= set(names)
+        results, again = [], []
+        for index, name, report in zip(indices, names, reports):
+            if report is not None:
+                results.append(RawResult(report.exit_code, report.stdout, report.stderr, report.error))
+            elif name in failed:
+                results.append(RawResult(None, b"", b"", f"Slurm could not start its task in job "
+                                                         f"{self.allocation.job_id}'s step: {failed[name]}"))
+            else:
+                results.append(RawResult(None, b"", b"", self._unreported(name, raw, srun_says)))
+                if retry:
+                    again.append(index)
+        return results, again
+
+    def _cancel_step(self, step_name: str) -> None:
+        """End a timed-out broadcast's step on every node (``scancel <job>.<step>``); best effort: its
+        tasks bound their own waits and the step has Slurm's time limit."""
+        try:
+            listing = self.client.run(sc.steps_command(self.allocation.job_id), timeout=CANCEL_TIMEOUT_S)
+            for step in sc.steps_named(listing.stdout, step_name):
+                self.client.run(sc.cancel_command(step), timeout=CANCEL_TIMEOUT_S)
+        except InfraError:
+            pass
 
     def _unreported(self, node: str, raw: RawResult, srun_says: Sequence[str]) -> str:
         """Why a node's task left no result: the timeout, a step failure, or srun's word about it."""

@@ -4,11 +4,13 @@ A broadcast used to be one ``srun --overlap`` step per node; at 1,024 nodes that
 steps per health check (Slurm's ``MaxStepCount`` is 40,000 per job). Now it is one step with a
 task per node. srun hands its standard input to every task, so the harness writes one *bundle*
 there: a table naming, per node, where its command and its stdin lie in the blob that follows
-(identical commands and stdins are stored once). No command travels in argv (one argument is
-limited to 128 KiB by Linux; the bundle is not). Each task finds its row by ``SLURMD_NODENAME``
-(Slurm orders tasks by its own node order, not by the node list given), runs its command with
-stdout and stderr in files on the node, and then writes *records*: one line each, never longer
-than ``RECORD_MAX`` bytes, carrying the node's index, a kind and a base64 piece.
+(identical commands and stdins are stored once; per-node ones that differ in a few characters, such
+as each node's job script, as pieces of the first one: ``remote/slurm_pieces.py``). No command
+travels in argv (one argument is limited to 128 KiB by Linux; the bundle is not). Each task finds
+its row by ``SLURMD_NODENAME`` (Slurm orders tasks by its own node order, not by the node list
+given), rebuilds its command and stdin from their pieces, runs the command with stdout and stderr
+in files on the node, and then writes *records*: one line each, never longer than ``RECORD_MAX``
+bytes, carrying the node's index, a kind and a base64 piece.
 
 srun merges every task's output into its own stdout. slurmstepd forwards a task's output in
 messages of at most 1,024 bytes, cut at the last newline when the line fits: a line of at most
@@ -18,8 +20,9 @@ cut, up to 95 % of longer ones; docs/measured.md). Records stay far below that. 
 of a task, ``x``, carries its exit status and the byte sizes of its stdout and stderr, so the
 harness knows a node's output is whole before it trusts it.
 
-Bundle: ``CVS-BUNDLE <rows:8> <table bytes:12>\\n``, then per node ``<name> <cmd off> <cmd len>
-<stdin off|-> <stdin len|->\\n``, then the blob (offsets from the blob's start).
+Bundle: ``CVS-BUNDLE <rows:8> <table bytes:12>\\n``, then per node ``<name> <cmd pieces>
+<stdin pieces|->\\n``, pieces being ``off:len[,off:len...]`` (offsets from the blob's start, the
+node's payload their concatenation), then the blob.
 Records: ``CVS1 <index> o|e <base64>\\n`` (a piece of stdout or stderr, in order) and
 ``CVS1 <index> x <exit status> <stdout bytes> <stderr bytes>\\n`` (the end).
 """
@@ -28,8 +31,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from dataclasses import dataclass
 from typing import Sequence
+
+from cvs_tasks.remote import slurm_pieces as sp
 
 MAGIC = b"CVS-BUNDLE"
 RECORD = b"CVS1"
@@ -44,21 +50,29 @@ HEADER_BYTES = len(HEADER_FORMAT % (MAGIC, 0, 0))
 _FIND = r"""
 d=$(mktemp -d "${TMPDIR:-/tmp}/cvs-step.XXXXXX") || { echo "cvs-tasks: no temp folder here" >&2; exit 90; }
 trap 'rm -rf -- "$d"' EXIT
-cat > "$d/b" || exit 90
+if [ -n "${1:-}" ]; then bound=(timeout -k 2 "$1"); else bound=(); fi  # $1: the broadcast's seconds
+"${bound[@]}" cat > "$d/b" || { echo "cvs-tasks: no whole bundle on stdin${1:+ within $1 s}" >&2; exit 90; }
 IFS=' ' read -r magic rows table < "$d/b"
 [ "$magic" = CVS-BUNDLE ] || { echo "cvs-tasks: no bundle on stdin" >&2; exit 91; }
 rows=$((10#$rows)) table=$((10#$table)) start=$((@HEADER@ + table)) i=0 found=
-while [ "$i" -lt "$rows" ] && IFS=' ' read -r name co cl io il; do
+while [ "$i" -lt "$rows" ] && IFS=' ' read -r name cp ip; do
   if [ "$name" = "$SLURMD_NODENAME" ]; then found=1; break; fi
   i=$((i + 1))
 done < <(tail -c +@SKIP@ "$d/b" | head -c "$table")
 [ -n "$found" ] || { echo "cvs-tasks: no command for node $SLURMD_NODENAME" >&2; exit 97; }
-tail -c +$((start + co + 1)) "$d/b" | head -c "$cl" > "$d/c"
-if [ "$io" = - ]; then in=/dev/null; else tail -c +$((start + io + 1)) "$d/b" | head -c "$il" > "$d/i"; in=$d/i; fi
+take() {  # $1: pieces "off:len,...", $2: the file they make, in order
+  local IFS=, p; : > "$2" || exit 90
+  for p in $1; do tail -c +$((start + ${p%%:*} + 1)) "$d/b" | head -c "${p#*:}" >> "$2"; done
+}
+take "$cp" "$d/c"
+if [ "$ip" = - ]; then in=/dev/null; else take "$ip" "$d/i"; in=$d/i; fi
 rm -f -- "$d/b"
 """
-# A broadcast's task: run it, then report its output and status as records.
-_REPORT = r"""bash "$d/c" < "$in" > "$d/o" 2> "$d/e"
+# A broadcast's task: run it within what is left of the broadcast's seconds, then report its output
+# and status as records. The task bounds its own waits: a broadcast whose srun was killed at its
+# timeout leaves no task behind waiting on a stdin that never ends (slurmstepd keeps such a task).
+_REPORT = r"""left=$(($1 - SECONDS)); [ "$left" -gt 0 ] || left=1
+timeout -k 5 "$left" bash "$d/c" < "$in" > "$d/o" 2> "$d/e"
 rc=$?
 base64 -w @LINE@ -- "$d/o" | sed "s/^/CVS1 $i o /"
 base64 -w @LINE@ -- "$d/e" | sed "s/^/CVS1 $i e /"
@@ -85,33 +99,31 @@ def build_bundle(names: Sequence[str], commands: Sequence[str], stdins: Sequence
         raise ValueError(f"bundle needs one command and one stdin per node ({len(names)})")
     if len(set(names)) != len(names) or any(not n or any(c.isspace() for c in n) for n in names):
         raise ValueError(f"bundle needs distinct node names without spaces, got {list(names)}")
-    blob = bytearray()
-    where: dict[bytes, int] = {}
-
-    def place(data: bytes) -> int:
-        if data not in where:
-            where[data] = len(blob)
-            blob.extend(data)
-        return where[data]
-
+    blob = sp.Blob()
     rows = []
     for name, command, stdin in zip(names, commands, stdins):
-        code = command.encode("utf-8")
-        at = place(code)
-        into = "- -" if stdin is None else f"{place(bytes(stdin))} {len(stdin)}"
-        rows.append(f"{name} {at} {len(code)} {into}\n")
+        code = sp.encode(blob.pieces(command.encode("utf-8"), "command"))
+        into = "-" if stdin is None else sp.encode(blob.pieces(bytes(stdin), "stdin"))
+        rows.append(f"{name} {code} {into}\n")
     table = "".join(rows).encode("utf-8")
     if len(names) > 10**8 - 1 or len(table) > 10**12 - 1:
         raise ValueError(f"bundle too large: {len(names)} nodes, a table of {len(table)} bytes")
     header = HEADER_FORMAT % (MAGIC, len(names), len(table))
-    return header + table + bytes(blob)
+    return header + table + bytes(blob.data)
 
 
-def broadcast_command(job_id: str, names: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
-    """One step, one task per node of ``names``, each running ``TASK_PROGRAM`` on the bundle."""
+def broadcast_command(job_id: str, names: Sequence[str], extra: Sequence[str] = (), *, step_name: str,
+                      limit_s: float) -> list[str]:
+    """One step, one task per node of ``names``, each running ``TASK_PROGRAM`` on the bundle.
+
+    The step is named (``step_name``), so a broadcast that times out can find and cancel it
+    (``scancel <job>.<step>``); Slurm's own time limit on it and each task's bound on its own waits
+    (``limit_s``) end it even if that cancel never comes."""
+    limit = max(1, math.ceil(limit_s))
     return ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(names)}", "--ntasks-per-node=1",
-            f"--nodelist={','.join(names)}", "--input=all", "--quiet", "--kill-on-bad-exit=0", *extra,
-            "bash", "-c", TASK_PROGRAM, "cvs-broadcast"]
+            f"--nodelist={','.join(names)}", "--input=all", "--quiet", "--kill-on-bad-exit=0",
+            f"--job-name={step_name}", f"--time={math.ceil(limit / 60) + 1}", *extra,
+            "bash", "-c", TASK_PROGRAM, "cvs-broadcast", str(limit)]
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,30 @@ def cancel_command(job_id: str) -> list[str]:
     return ["scancel", job_id]
 
 
+def steps_command(job_id: str) -> list[str]:
+    """The job's running steps as ``<job>.<step> <name>`` lines."""
+    return ["squeue", "--steps", "--noheader", f"--jobs={job_id}", "--format=%i %j"]
+
+
+def steps_named(listing: str, name: str) -> list[str]:
+    """The step ids (``<job>.<step>``) ``steps_command`` lists under ``name``."""
+    return [fields[0] for fields in (line.split() for line in listing.splitlines())
+            if len(fields) == 2 and fields[1] == name and re.fullmatch(r"\d+\.\d+", fields[0])]
+
+
+_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): (.*)")
+
+
+def launch_failures(stderr: str) -> dict[str, str]:
+    """The nodes on which srun could not launch a step's task, each with srun's line about it."""
+    failed: dict[str, str] = {}
+    for line in stderr.splitlines():
+        found = _LAUNCH_FAILED.search(line)
+        if found:
+            failed.setdefault(found.group(1), line.removeprefix("srun: error: ").strip())
+    return failed
+
+
 def drain_argv(node: str, reason: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]
 

@@ -211,3 +211,33 @@ def test_cleanup_after_a_killed_harness_empties_and_cancels_its_allocation(slurm
     res = run_invoke("cleanup", "--cluster", str(slurm_testbed.cluster_file), "--config", str(cfg), reports=reports)
     assert res.code == 0, res.out + res.err
     assert f"cancelled Slurm job {job_id}" in res.out and "container cvs_sim_megatron_distributed" in res.out
+
+
+def test_steps_per_combo_with_the_docker_runtime_are_a_small_constant(slurm_testbed, reports, tmp_path):
+    """The step count of README "Running on a Slurm cluster", here with containers: one combo, the
+    docker runtime, an `srun` first on PATH that logs each call (tests/e2e/test_slurm_steps.py)."""
+    import shutil
+    from collections import Counter
+
+    from tests.e2e.test_slurm_steps import COUNTING_SRUN, MOST_STEPS
+
+    def one_combo(cfg):
+        combo = cfg["sweep"]["runs"][0]
+        cfg["sweep"] = {"combinations": {combo: cfg["sweep"]["combinations"][combo]}, "runs": [combo]}
+
+    cfg = edited_config(CONFIGS / "sim_megatron_distributed.json", tmp_path, one_combo)
+    thresholds = tmp_path / json.loads(cfg.read_text())["threshold_json"]
+    combo = json.loads(cfg.read_text())["sweep"]["runs"][0]
+    thresholds.write_text(json.dumps({combo: json.loads(thresholds.read_text())[combo]}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(COUNTING_SRUN.replace("@SRUN@", shutil.which("srun")))
+    (bin_dir / "srun").chmod(0o755)
+    calls = tmp_path / "srun.calls"
+    res = run_invoke("all", "--config", str(cfg), "--cluster", str(slurm_testbed.cluster_file), reports=reports,
+                     env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SRUN_COUNT_LOG": str(calls)})
+    passed_everywhere(res, cfg)
+    steps = Counter(line.split()[0] for line in calls.read_text().splitlines())
+    print(f"job steps of one combo with docker on 2 nodes: {sum(steps.values())} {dict(steps)}")
+    assert sum(steps.values()) <= MOST_STEPS and steps["other"] == 0
+    assert steps["follow"] == 2 and steps["spread"] == 2  # smoke and the combo: a follower step and a job step each

@@ -15,17 +15,17 @@ from cvs_tasks.remote import slurm_broadcast as sb
 def run_task(bundle: bytes, node: str) -> subprocess.CompletedProcess:
     """The task program as one Slurm task on ``node`` would run it (srun gives it the bundle on stdin)."""
     env = {**os.environ, "SLURMD_NODENAME": node}
-    return subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast"], input=bundle, capture_output=True,
+    return subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast", "60"], input=bundle, capture_output=True,
                           env=env, timeout=60)
 
 
 def test_identical_commands_and_stdins_are_stored_once():
     one = sb.build_bundle(["a", "b", "c"], ["echo hi"] * 3, [b"data"] * 3)
     header, rest = one[:sb.HEADER_BYTES], one[sb.HEADER_BYTES:]
-    assert header == b"CVS-BUNDLE 00000003 %012d\n" % len(b"a 0 7 7 4\nb 0 7 7 4\nc 0 7 7 4\n")
-    assert rest == b"a 0 7 7 4\nb 0 7 7 4\nc 0 7 7 4\necho hidata"
+    assert header == b"CVS-BUNDLE 00000003 %012d\n" % len(b"a 0:7 7:4\nb 0:7 7:4\nc 0:7 7:4\n")
+    assert rest == b"a 0:7 7:4\nb 0:7 7:4\nc 0:7 7:4\necho hidata"
     mixed = sb.build_bundle(["a", "b"], ["x", "y"], [None, b""])
-    assert mixed.endswith(b"a 0 1 - -\nb 1 1 2 0\nxy")
+    assert mixed.endswith(b"a 0:1 -\nb 1:1 2:0\nxy")
 
 
 def test_bad_bundles_are_refused():
@@ -104,8 +104,29 @@ def test_lost_or_cut_output_is_that_nodes_error_and_never_a_result():
 
 
 def test_the_step_line_hands_the_bundle_to_every_task_and_keeps_container_options():
-    argv = sb.broadcast_command("9", ["gpu01", "gpu02"], ["--container-name=c"])
+    argv = sb.broadcast_command("9", ["gpu01", "gpu02"], ["--container-name=c"], step_name="cvs-b1", limit_s=90.5)
     assert argv[:9] == ["srun", "--jobid=9", "--overlap", "--nodes=2", "--ntasks-per-node=1",
                         "--nodelist=gpu01,gpu02", "--input=all", "--quiet", "--kill-on-bad-exit=0"]
-    assert argv[9:12] == ["--container-name=c", "bash", "-c"] and argv[12] == sb.TASK_PROGRAM
+    assert argv[9:11] == ["--job-name=cvs-b1", "--time=3"]  # named, and Slurm's own limit past the task's 91 s
+    assert argv[11:14] == ["--container-name=c", "bash", "-c"] and argv[14] == sb.TASK_PROGRAM
+    assert argv[15:] == ["cvs-broadcast", "91"]
     assert len(sb.TASK_PROGRAM) < 4096
+
+
+def test_a_task_whose_bundle_never_ends_gives_up_within_its_seconds():
+    env = {**os.environ, "SLURMD_NODENAME": "n0"}
+    waiting = subprocess.Popen(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast", "1"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    waiting.stdin.write(b"CVS-BUNDLE 00000001")  # and never more, never EOF: srun was killed
+    waiting.stdin.flush()
+    assert waiting.wait(timeout=30) == 90  # stdin still open: the task's own bound ended the wait
+    assert b"no whole bundle on stdin within 1 s" in waiting.stderr.read() and waiting.stdout.read() == b""
+    waiting.stdin.close()
+
+
+def test_a_command_that_outlives_the_broadcast_is_ended_by_its_task():
+    bundle = sb.build_bundle(["n0"], ["echo started; sleep 60; echo never"], [None])
+    env = {**os.environ, "SLURMD_NODENAME": "n0"}
+    done = subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast", "2"], input=bundle, capture_output=True,
+                          env=env, timeout=30)
+    assert sb.parse_records(done.stdout, 1)[0] == [sb.TaskReport(124, b"started\n", b"")]  # timeout(1)'s status

@@ -105,3 +105,20 @@ def test_steps_carry_the_container_options_before_the_command():
     assert argv[-4:] == ["--container-name=c", "bash", "-c", "true"]
     spread = sc.spread_command("9", ["gpu01"], {"gpu01": "run"}, ["--container-name=c"])
     assert spread[-4] == "--container-name=c" and spread[-3:-1] == ["bash", "-c"]
+
+
+def test_launch_failures_name_each_node_srun_could_not_start_a_task_on():
+    stderr = ("srun: error: Task launch for StepId=2.0 failed on node cvs-n2: Communication connection failure\n"
+              "srun: error: Application launch failed: Communication connection failure\n"
+              "slurmstepd-cvs-n0: error: *** STEP 2.0 ON cvs-n0 CANCELLED AT 2026-12-06T09:09:55 ***\n"
+              "srun: error: cvs-n1: task 1: Killed\n")  # as Slurm 22.05 says it (docs/measured.md)
+    assert sc.launch_failures(stderr) == {
+        "cvs-n2": "Task launch for StepId=2.0 failed on node cvs-n2: Communication connection failure"}
+    assert sc.launch_failures("srun: error: cvs-n1: task 1: Exited with exit code 3\n") == {}
+
+
+def test_a_step_is_found_by_its_name_among_the_jobs_steps():
+    assert sc.steps_command("4") == ["squeue", "--steps", "--noheader", "--jobs=4", "--format=%i %j"]
+    listing = "4.0 cvs-abc\n4.1 cvs-def\n4.12 cvs-abc\n4.batch cvs-abc\nweird\n"
+    assert sc.steps_named(listing, "cvs-abc") == ["4.0", "4.12"]
+    assert sc.steps_named(listing, "cvs-x") == []

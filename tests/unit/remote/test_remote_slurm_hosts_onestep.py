@@ -6,6 +6,7 @@ same against real slurmd's."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -87,3 +88,30 @@ def test_a_job_that_fits_keeps_its_commands_in_argv(fake_srun, tmp_path):
     proc = hosts(2).spread([f"echo {i} > {tmp_path}/{i}" for i in range(2)], tmp_path / "srun.out")
     assert proc.wait(timeout=60) == 0 and (tmp_path / "1").read_text() == "1\n"
     assert "--input=all" not in fake_srun()[0] and "gpu01) echo 1" in fake_srun()[0][-1]
+
+
+def test_a_node_whose_task_cannot_be_launched_fails_alone_and_the_others_run_again(fake_srun, monkeypatch):
+    monkeypatch.setenv("FAKE_SRUN_MODE", "launch-fail:gpu01")
+    results = hosts(3).run(["echo zero", "echo one", "echo two; exit 2"], timeout=30)
+    assert [(r.exit_code, r.stdout) for r in results] == [(0, "zero\n"), (None, ""), (2, "two\n")]
+    assert results[1].error == ("node gpu01 (10.0.0.2): Slurm could not start its task in job 9's step: Task "
+                                "launch for StepId=9.3 failed on node gpu01: Communication connection failure")
+    first, second = fake_srun()
+    assert "--nodelist=gpu00,gpu01,gpu02" in first and "--nodelist=gpu00,gpu02" in second
+
+
+def test_a_broadcast_that_times_out_cancels_its_own_step_by_name(fake_srun, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"  # squeue lists every step srun started, scancel logs what it is asked
+    (bin_dir / "squeue").write_text(
+        "#!/bin/sh\nn=0\ngrep -o -- '--job-name=[^\"]*' \"$FAKE_SRUN_LOG\" | while read -r a; do n=$((n + 1)); "
+        "echo \"9.$n ${a#--job-name=}\"; done\necho '9.77 someone-else'\n")
+    (bin_dir / "scancel").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.calls\n")
+    for tool in ("squeue", "scancel"):
+        (bin_dir / tool).chmod(0o755)
+    started = time.monotonic()
+    results = hosts(2).run("sleep 30", timeout=2)
+    assert time.monotonic() - started < 25
+    assert [r.error for r in results] == [f"node gpu0{i} (10.0.0.{i + 1}): command timed out after 2s" for i in (0, 1)]
+    (call,) = fake_srun()
+    assert "--time=2" in call and call[-1] == "2"  # Slurm's limit and the tasks' own bound
+    assert (tmp_path / "scancel.calls").read_text() == "9.1\n"
