@@ -9,12 +9,7 @@ from pathlib import Path
 
 from testbed import daemons, light
 
-_NODE_GOLDEN = (
-    "# cvs-testbed node sshd (generated)\n"
-    "ListenAddress 127.0.0.2:22\n"
-    "HostKey /srv/tb/node2/ssh_host_ed25519_key\n"
-    "PidFile /srv/tb/node2/sshd.pid\n"
-    "AuthorizedKeysFile /srv/tb/authorized_keys\n"
+_LOGIN_GOLDEN = (  # in both texts, as written out at f32cf36 (not taken from the code under test)
     "PubkeyAuthentication yes\n"
     "PasswordAuthentication no\n"
     "KbdInteractiveAuthentication no\n"
@@ -23,6 +18,15 @@ _NODE_GOLDEN = (
     "StrictModes no\n"
     "UseDNS no\n"
     "PrintMotd no\n"
+)
+
+_NODE_GOLDEN = (
+    "# cvs-testbed node sshd (generated)\n"
+    "ListenAddress 127.0.0.2:22\n"
+    "HostKey /srv/tb/node2/ssh_host_ed25519_key\n"
+    "PidFile /srv/tb/node2/sshd.pid\n"
+    "AuthorizedKeysFile /srv/tb/authorized_keys\n"
+    + _LOGIN_GOLDEN +
     "MaxStartups 200:30:400\n"
     "MaxSessions 64\n"
     "LogLevel ERROR\n"
@@ -39,14 +43,7 @@ _LIGHT_GOLDEN = (
     "PidFile /srv/light/sshd/sshd.pid\n"
     "AuthorizedKeysFile /srv/light/authorized_keys\n"
     "AllowUsers root@127.0.0.0/8\n"
-    "PubkeyAuthentication yes\n"
-    "PasswordAuthentication no\n"
-    "KbdInteractiveAuthentication no\n"
-    "UsePAM no\n"
-    "PermitRootLogin prohibit-password\n"
-    "StrictModes no\n"
-    "UseDNS no\n"
-    "PrintMotd no\n"
+    + _LOGIN_GOLDEN +
     "MaxStartups 128:30:512\n"
     "MaxSessions 16\n"
     "LogLevel ERROR\n"
