@@ -1,0 +1,33 @@
+"""The scale bench's rows from plain figures: what is reported and what is judged against what."""
+
+from __future__ import annotations
+
+from benchmarks.scale import rows_for
+
+
+def _point(n: int, harness_cpu: float, threads: int) -> dict:
+    window = {"wall": 60.0, "harness_cpu": harness_cpu, "node_cpu": 5.0, "machine_cpu": harness_cpu + 5.0}
+    setup = {"wall": 20.0, "harness_cpu": 0.006 * n, "node_cpu": 30.0, "machine_cpu": 31.0}
+    return {"n": n, "window": window, "setup": setup, "threads": threads, "rss_growth": 135 * 1024 * n,
+            "nodes_heard": n, "copied_bytes": 1 << 20, "progress_events": 10, "outcome": "interrupted"}
+
+
+def _rows(plain_exec_cpu):
+    single = {"setup": {"wall": 0.2}}
+    points = [_point(64, 0.0134 * 64, 65), _point(1024, 0.0095 * 1024, 1025)]  # 13.4 / 9.5 ms per node-minute
+    return {r["name"]: r for r in rows_for(single, points, 60.0, plain_exec_cpu)}
+
+
+def test_the_cores_are_reported_and_the_cpu_per_node_minute_judged_in_plain_exec_round_trips():
+    rows = _rows(0.0013)
+    cores = rows["scale.harness_cores[N=1024]"]
+    assert cores["target"] == "reported" and cores["status"] == "PASS" and "was a target of <= 0.25" in cores["detail"]
+    judged = rows["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]
+    assert judged["value"] == 7.308 and judged["target"] == "<= 11" and judged["status"] == "PASS"
+    assert rows["scale.cpu_per_node_minute.max_vs_min"]["value"] == 1.411
+
+
+def test_a_cheaper_round_trip_makes_the_same_cpu_a_miss_and_none_is_not_measured():
+    assert _rows(0.0008)["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]["status"] == "MISS"  # 11.9 round trips
+    unmeasured = _rows(None)["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]
+    assert unmeasured["value"] is None and unmeasured["status"] == "MISS" and "not measured" in unmeasured["detail"]
