@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks.common import at_most, ratio, reported, row, timed
-from benchmarks.plain_ssh import cluster_round_trip_cpu
+from benchmarks.plain_ssh import reference_or_reason
 from cvs_tasks.config import load_cluster
 from cvs_tasks.remote import DockerRuntime, Hosts, check_nodes, connect, container_spec
 
@@ -142,7 +142,8 @@ def lower_bound(t: dict[str, float], one_node_wall: float) -> tuple[float, str]:
     return max(cpu_bound, one_node_wall), why
 
 
-def harness_rows(n: int, harness_cpu_s: float, plain_exec_cpu_s: float | None, what: str) -> list[dict[str, Any]]:
+def harness_rows(n: int, harness_cpu_s: float, plain_exec_cpu_s: float | None, what: str,
+                 plain_problem: str = "") -> list[dict[str, Any]]:
     """The harness's CPU per node reported, and judged against one plain exec round trip's CPU."""
     per_node_ms = harness_cpu_s / n * 1000
     plain_ms = None if plain_exec_cpu_s is None else plain_exec_cpu_s * 1000
@@ -153,7 +154,8 @@ def harness_rows(n: int, harness_cpu_s: float, plain_exec_cpu_s: float | None, w
         at_most(f"fanout.check_warm.harness_cpu_vs_plain_exec[N={n}]", ratio(per_node_ms, plain_ms),
                 HARNESS_VS_PLAIN_EXEC, "x plain exec",
                 f"{per_node_ms:.1f} ms per node; one plain paramiko exec round trip on an open connection "
-                + ("not measured" if plain_ms is None else f"{plain_ms:.2f} ms of CPU")
+                + (f"not measured ({plain_problem or 'no figure'})" if plain_ms is None
+                   else f"{plain_ms:.2f} ms of CPU")
                 + " in the same run (benchmarks/plain_ssh.py)"),
     ]
 
@@ -177,7 +179,7 @@ def run(tb: Any, container: dict[str, Any], visible_check: str, log_dir: str,
             for key in ("check_failed", "launch_failed", "remove_failed", "running"):
                 point[key] = runs[-1][key]
             points.append(point)
-        plain_exec_cpu = cluster_round_trip_cpu(tb.cluster(1, Path(tmp)))
+        plain_exec_cpu, plain_problem = reference_or_reason(tb.cluster(1, Path(tmp)))
     first, last = points[0], points[-1]
     rows = []
     for key, what in (("check_cold", "cluster.check incl. SSH connect"),
@@ -191,7 +193,7 @@ def run(tb: Any, container: dict[str, Any], visible_check: str, log_dir: str,
                             f"{what}: {curve(points, key)}; bound {bound:.2f}s ({why}); harness CPU "
                             f"{per_node_ms:.1f} ms per node"))
         if key == "check_warm":
-            rows += harness_rows(last["n"], t["harness_cpu"], plain_exec_cpu, what)
+            rows += harness_rows(last["n"], t["harness_cpu"], plain_exec_cpu, what, plain_problem)
     broken = [p for p in points if p["launch_failed"] or p["remove_failed"] or p["running"] != p["n"]]
     detail = ("every launched container was running before removal" if not broken else
               "; ".join(f"N={p['n']}: {p['launch_failed'] or p['remove_failed']}" for p in broken))

@@ -64,3 +64,12 @@ def cluster_round_trip_cpu(cluster_path: Path, round_trips: int = ROUND_TRIPS) -
     node = nodes_of(cluster)[0]
     return exec_round_trip_cpu(node.address, node.port, cluster.username, cluster.priv_key_file,
                                known_hosts_path(cluster), round_trips=round_trips)
+
+
+def reference_or_reason(cluster_path: Path) -> tuple[float | None, str]:
+    """``cluster_round_trip_cpu``, or None and why not: a reference that cannot be measured leaves
+    its ratio row unmeasured (a MISS that says why) and the other figures standing."""
+    try:
+        return cluster_round_trip_cpu(cluster_path), ""
+    except Exception as exc:  # noqa: BLE001 - reported in the row that needed it
+        return None, f"the plain exec reference failed: {type(exc).__name__}: {exc}"

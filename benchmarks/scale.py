@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from benchmarks.common import at_most, cpu_seconds, machine_busy_seconds, not_measured, ratio, reported, row
 from benchmarks.fanout import lower_bound, tree_cpu_seconds
-from benchmarks.plain_ssh import cluster_round_trip_cpu
+from benchmarks.plain_ssh import reference_or_reason
 
 FULL_SIZES = (64, 256, 1024)
 QUICK_SIZES = (8, 16)
@@ -222,19 +222,19 @@ class LightRig:
         return path
 
 
-def measure_all(sizes: Sequence[int], window_s: float) -> tuple[dict, list[dict], float | None]:
+def measure_all(sizes: Sequence[int], window_s: float) -> tuple[dict, list[dict], tuple[float | None, str]]:
     """One node alone (the bound's first term) and one plain exec round trip's CPU (the reference),
     then each N on its own fresh testbed."""
     points = []
     single = None
-    plain_exec_cpu = None
+    plain: tuple[float | None, str] = (None, "no testbed came up")
     for n in sizes:
         rig = LightRig(n).up()
         try:
             with tempfile.TemporaryDirectory(prefix="cvs_bench_scale_") as tmp:
                 roots = [rig.info.sshd_pid]
                 if single is None:
-                    plain_exec_cpu = cluster_round_trip_cpu(rig.cluster(1, Path(tmp)))
+                    plain = reference_or_reason(rig.cluster(1, Path(tmp)))
                     (Path(tmp) / "one").mkdir()
                     single = watch(rig.cluster(1, Path(tmp)), 1, rig.info.logs, Path(tmp) / "one", 0.5, roots)
                 (Path(tmp) / "copies").mkdir()
@@ -242,7 +242,7 @@ def measure_all(sizes: Sequence[int], window_s: float) -> tuple[dict, list[dict]
                                     window_s, roots))
         finally:
             rig.down()
-    return single or {}, points, plain_exec_cpu
+    return single or {}, points, plain
 
 
 def per_node_minute_ms(point: dict) -> float | None:
@@ -253,7 +253,7 @@ def per_node_minute_ms(point: dict) -> float | None:
 
 
 def rows_for(single: dict, points: list[dict], window_s: float,
-             plain_exec_cpu: float | None = None) -> list[dict[str, Any]]:
+             plain_exec_cpu: float | None = None, plain_problem: str = "") -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     broken = [p for p in points if "window" not in p]
     for p in broken:
@@ -282,8 +282,9 @@ def rows_for(single: dict, points: list[dict], window_s: float,
     rows.append(at_most(f"scale.cpu_per_node_minute_vs_plain_exec[N={biggest['n']}]", ratio(big_ms, plain_ms),
                         ROUND_TRIPS_PER_NODE_MINUTE, "plain exec round trips",
                         f"{big_ms or 0:.1f} ms of harness CPU per node per minute of watching; one plain paramiko exec "
-                        "round trip on an open connection " + ("not measured" if plain_ms is None else
-                                                               f"{plain_ms:.2f} ms of CPU")
+                        "round trip on an open connection "
+                        + (f"not measured ({plain_problem or 'no figure'})" if plain_ms is None
+                           else f"{plain_ms:.2f} ms of CPU")
                         + " in the same run (benchmarks/plain_ssh.py); polling every 2 s would be 30"))
     s = biggest["setup"]
     one = single.get("setup", {}).get("wall")
@@ -324,5 +325,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     problem = unavailable()
     if problem:
         return [not_measured("scale.cpu_per_node_minute.max_vs_min", "x", f"<= {FLAT_TARGET:g}", problem)]
-    single, points, plain_exec_cpu = measure_all(sizes, window)
-    return rows_for(single, points, window, plain_exec_cpu)
+    single, points, (plain_exec_cpu, plain_problem) = measure_all(sizes, window)
+    return rows_for(single, points, window, plain_exec_cpu, plain_problem)
