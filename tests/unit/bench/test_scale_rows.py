@@ -23,11 +23,11 @@ def test_the_cores_are_reported_and_the_cpu_per_node_minute_judged_in_plain_exec
     cores = rows["scale.harness_cores[N=1024]"]
     assert cores["target"] == "reported" and cores["status"] == "PASS" and "was a target of <= 0.25" in cores["detail"]
     judged = rows["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]
-    assert judged["value"] == 7.308 and judged["target"] == "<= 11" and judged["status"] == "PASS"
+    assert judged["value"] == 7.308 and judged["target"] == "<= 15" and judged["status"] == "PASS"
     assert rows["scale.cpu_per_node_minute.max_vs_min"]["value"] == 1.411
 
 
 def test_a_cheaper_round_trip_makes_the_same_cpu_a_miss_and_none_is_not_measured():
-    assert _rows(0.0008)["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]["status"] == "MISS"  # 11.9 round trips
+    assert _rows(0.0006)["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]["status"] == "MISS"  # 15.8 round trips
     unmeasured = _rows(None)["scale.cpu_per_node_minute_vs_plain_exec[N=1024]"]
     assert unmeasured["value"] is None and unmeasured["status"] == "MISS" and "not measured" in unmeasured["detail"]
