@@ -35,6 +35,30 @@ def at_least(name: str, value: float | None, limit: float, unit: str, detail: st
     return row(name, value, unit, f">= {limit:g}", ok, _with_gap(detail, value, limit, "under"))
 
 
+def reported(name: str, value: float | None, unit: str, detail: str = "") -> dict[str, Any]:
+    """A figure shown for what it is, judged by no target: an absolute time whose target moved to
+    a ratio row measured in the same run (docs/measured.md)."""
+    return row(name, value, unit, "reported", True, detail)
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    """``value / reference``; None when either is missing or the reference is not positive."""
+    if value is None or reference is None or reference <= 0:
+        return None
+    return value / reference
+
+
+def least_cpu_seconds(action: Callable[[], Any], passes: int = 3) -> float:
+    """The least CPU time of this process that ``action`` took over ``passes`` runs: the cost of a
+    reference operation, which a slower or busier machine slows as it slows what it is set against."""
+    spent = []
+    for _ in range(passes):
+        start = time.process_time()
+        action()
+        spent.append(time.process_time() - start)
+    return min(spent)
+
+
 def not_measured(name: str, unit: str, target: str, why: str) -> dict[str, Any]:
     return row(name, None, unit, target, None, f"not measured: {why}")
 

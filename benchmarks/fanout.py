@@ -5,6 +5,9 @@ bash and docker run on this machine's few cores, so wall time at N = 32 is set b
 work. Two figures per operation:
 
 * harness CPU per node (this process's CPU / N): what the harness itself costs;
+* the same over the CPU of one plain paramiko exec round trip measured in the same run
+  (``benchmarks/plain_ssh.py``): the target, so that a slower machine of this kind does not miss
+  for its speed alone (docs/measured.md);
 * wall ÷ lower bound. The bound is the larger of the operation's wall time on one node (N nodes
   in parallel cannot beat one) and the CPU the operation needs on this machine (the nodes' own
   work, measured from the process accounting of every testbed sshd and dockerd process tree,
@@ -28,12 +31,17 @@ import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.common import at_most, row, timed
+from benchmarks.common import at_most, ratio, reported, row, timed
+from benchmarks.plain_ssh import reference_or_reason
 from cvs_tasks.config import load_cluster
 from cvs_tasks.remote import DockerRuntime, Hosts, check_nodes, connect, container_spec
 
 BOUND_TARGET = 1.25
-HARNESS_MS_PER_NODE = 10.0  # a check on open connections
+# harness CPU per node of a check on open connections / one plain paramiko exec round trip in the same
+# run: 1.8x at N = 32 (2.0 ms / 1.13 ms, 2026-12-06); the target is the old 10 ms in units of that round
+# trip here (0.9-1.3 ms), 3.2x the 3.1 ms measured before
+HARNESS_VS_PLAIN_EXEC = 10.0
+OLD_HARNESS_MS_PER_NODE = 10.0
 CONTAINER_NAME = "cvs_bench_fanout"
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -135,6 +143,24 @@ def lower_bound(t: dict[str, float], one_node_wall: float) -> tuple[float, str]:
     return max(cpu_bound, one_node_wall), why
 
 
+def harness_rows(n: int, harness_cpu_s: float, plain_exec_cpu_s: float | None, what: str,
+                 plain_problem: str = "") -> list[dict[str, Any]]:
+    """The harness's CPU per node reported, and judged against one plain exec round trip's CPU."""
+    per_node_ms = harness_cpu_s / n * 1000
+    plain_ms = None if plain_exec_cpu_s is None else plain_exec_cpu_s * 1000
+    return [
+        reported(f"fanout.check_warm.harness_cpu_per_node[N={n}]", per_node_ms, "ms",
+                 f"{what}: {harness_cpu_s * 1000:.0f} ms of this process's CPU for {n} nodes; was a target of "
+                 f"<= {OLD_HARNESS_MS_PER_NODE:g} ms, now posed as the ratio below"),
+        at_most(f"fanout.check_warm.harness_cpu_vs_plain_exec[N={n}]", ratio(per_node_ms, plain_ms),
+                HARNESS_VS_PLAIN_EXEC, "x plain exec",
+                f"{per_node_ms:.1f} ms per node; one plain paramiko exec round trip on an open connection "
+                + (f"not measured ({plain_problem or 'no figure'})" if plain_ms is None
+                   else f"{plain_ms:.2f} ms of CPU")
+                + " in the same run (benchmarks/plain_ssh.py)"),
+    ]
+
+
 def run(tb: Any, container: dict[str, Any], visible_check: str, log_dir: str,
         sizes: Sequence[int] = (1, 8, 32), repeats: int = 1) -> list[dict[str, Any]]:
     """``tb``: a started ``BenchTestbed``; ``container``: the suite's container block (its name is
@@ -154,6 +180,7 @@ def run(tb: Any, container: dict[str, Any], visible_check: str, log_dir: str,
             for key in ("check_failed", "launch_failed", "remove_failed", "running"):
                 point[key] = runs[-1][key]
             points.append(point)
+        plain_exec_cpu, plain_problem = reference_or_reason(tb.cluster(1, Path(tmp)))
     first, last = points[0], points[-1]
     rows = []
     for key, what in (("check_cold", "cluster.check incl. SSH connect"),
@@ -167,9 +194,7 @@ def run(tb: Any, container: dict[str, Any], visible_check: str, log_dir: str,
                             f"{what}: {curve(points, key)}; bound {bound:.2f}s ({why}); harness CPU "
                             f"{per_node_ms:.1f} ms per node"))
         if key == "check_warm":
-            rows.append(at_most(f"fanout.check_warm.harness_cpu_per_node[N={last['n']}]", per_node_ms,
-                                HARNESS_MS_PER_NODE, "ms", f"{what}: {t['harness_cpu'] * 1000:.0f} ms of this "
-                                f"process's CPU for {last['n']} nodes"))
+            rows += harness_rows(last["n"], t["harness_cpu"], plain_exec_cpu, what, plain_problem)
     broken = [p for p in points if p["launch_failed"] or p["remove_failed"] or p["running"] != p["n"]]
     detail = ("every launched container was running before removal" if not broken else
               "; ".join(f"N={p['n']}: {p['launch_failed'] or p['remove_failed']}" for p in broken))

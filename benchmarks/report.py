@@ -1,6 +1,11 @@
 """Report rendering: ``render_all`` on a synthetic run of 64 nodes x 16 combos, timed; and the same
 at 1,024 nodes (``run_fleet``), timed with the size of report.html, which must stay quick to open.
 
+The target is a ratio measured in the same run, so that a slower or busier machine of this kind
+does not miss for its speed alone: the render's CPU time over the CPU time of a plain pass over
+the same run directory (every file listed, every JSON file read and parsed, the lot written back
+as one ``json.dumps``: ``plain_read``). The render's wall time is reported.
+
 The run directory is written with the real ``RunDir`` and ``StageRecord`` types and holds what a
 real distributed run leaves behind: a manifest, every stage record, per-node outcomes and logs,
 per-step rows for the loss plots, metric rows, two failed combos with an error and a log tail.
@@ -8,20 +13,26 @@ per-step rows for the loss plots, metric rows, two failed combos with an error a
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import at_most
+from benchmarks.common import at_most, least_cpu_seconds, ratio, reported
 from cvs_tasks.report import render_all
 from cvs_tasks.run import MetricRow, NodeOutcome, RunDir, StageRecord
 
-TARGET_S = 2.0
+# render CPU / a plain read of the same run directory (docs/measured.md): measured 14x at 64 nodes and
+# 13.5x at 1,024 (2026-12-06, 0.55 s and 3.5 s); each target keeps the headroom its old absolute bound
+# had over that run (2 s: 3.6x; 8 s: 2.3x), which stay in the detail
+VS_PLAIN_READ = 50.0
+FLEET_VS_PLAIN_READ = 30.0
+OLD_TARGET_S, FLEET_OLD_TARGET_S = 2.0, 8.0
 FLEET_NODES = 1024
-FLEET_TARGET_S = 8.0  # 1,024 nodes x 16 combos: reading 50,000 node rows and their log paths
 FLEET_HTML_KIB = 2048  # report.html at 1,024 nodes: node tables list the failed and lagging nodes first, capped
 PRECISIONS = ("FP8", "BF16")
 
@@ -129,25 +140,63 @@ def build_run(root: Path, nodes: int, combo_count: int, steps: int, seed: int = 
     return run
 
 
+def plain_read(root: Path, out: Path) -> None:
+    """The reference the render is set against: list every file under ``root``, read and parse
+    each JSON file, stat the others (the node logs the report links), write it all to ``out``."""
+    data = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.endswith(".json"):
+                with open(path, encoding="utf-8") as fh:
+                    data[path] = json.load(fh)
+            else:
+                os.stat(path)
+    out.write_text(json.dumps(data))
+
+
+def render_rows(label: str, cpu: list[float], wall: list[float], plain_cpu: float, target: float,
+                old_target_s: float, detail: str) -> list[dict[str, Any]]:
+    """The reported wall time and the judged ratio, from the slowest of the renders (the first is cold)."""
+    worst_cpu, worst_wall = max(cpu), max(wall)
+    return [
+        reported(f"report.render_s[{label}]", round(worst_wall, 3), "s",
+                 f"{detail}; was a target of <= {old_target_s:g} s, now posed as the ratio below"),
+        at_most(f"report.render_vs_plain_read[{label}]", ratio(worst_cpu, plain_cpu), target, "x plain read",
+                f"render CPU {worst_cpu:.2f} s (slowest of " + ", ".join(f"{x:.2f}" for x in cpu) + "); a plain "
+                f"read of the same run directory (list, parse every JSON file, json.dumps it back) "
+                f"{plain_cpu:.3f} s CPU, least of 3 (docs/measured.md)"),
+    ]
+
+
+def _time_renders(rundir, repeats: int) -> tuple[list[float], list[float], dict]:
+    cpu, wall, paths = [], [], {}
+    for _ in range(repeats):
+        c, w = time.process_time(), time.perf_counter()
+        paths = render_all(rundir)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    return cpu, wall, paths
+
+
+def _plain_read_cpu(rundir, tmp: Path) -> float:
+    return least_cpu_seconds(lambda: plain_read(rundir.path, tmp / "plain_read.json"))
+
+
 def run(nodes: int = 64, combo_count: int = 16, steps: int = 1000, repeats: int = 3) -> list[dict[str, Any]]:
     """Build the run, render it ``repeats`` times; the figure is the slowest render (the first is cold)."""
     with tempfile.TemporaryDirectory(prefix="cvs_bench_report_") as tmp:
         built = time.perf_counter()
         rundir = build_run(Path(tmp), nodes, combo_count, steps)
         build_s = time.perf_counter() - built
-        times = []
-        sizes = {}
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            paths = render_all(rundir)
-            times.append(time.perf_counter() - t0)
-            sizes = {k: p.stat().st_size for k, p in paths.items()}
-    worst = max(times)
+        plain_cpu = _plain_read_cpu(rundir, Path(tmp))
+        cpu, wall, paths = _time_renders(rundir, repeats)
+        sizes = {k: p.stat().st_size for k, p in paths.items()}
     detail = (f"{nodes} nodes x {combo_count} combos x {steps} steps; renders "
-              + ", ".join(f"{x:.2f}s" for x in times)
+              + ", ".join(f"{x:.2f}s" for x in wall)
               + " (first is cold); files " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items())
               + f"; building the run dir took {build_s:.1f}s (not timed)")
-    return [at_most(f"report.render_s[{nodes}x{combo_count}]", worst, TARGET_S, "s", detail)]
+    return render_rows(f"{nodes}x{combo_count}", cpu, wall, plain_cpu, VS_PLAIN_READ, OLD_TARGET_S, detail)
 
 
 def run_fleet(nodes: int = FLEET_NODES, combo_count: int = 16, steps: int = 1000,
@@ -155,16 +204,14 @@ def run_fleet(nodes: int = FLEET_NODES, combo_count: int = 16, steps: int = 1000
     """The render at fleet scale: its time (slowest of ``repeats``) and report.html's size."""
     with tempfile.TemporaryDirectory(prefix="cvs_bench_report_fleet_") as tmp:
         rundir = build_run(Path(tmp), nodes, combo_count, steps)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            paths = render_all(rundir)
-            times.append(time.perf_counter() - t0)
+        plain_cpu = _plain_read_cpu(rundir, Path(tmp))
+        cpu, wall, paths = _time_renders(rundir, repeats)
         html_kib = paths["report"].stat().st_size / 1024
         results_kib = paths["results"].stat().st_size / 1024
     label = f"{nodes}x{combo_count}"
     detail = (f"{nodes} nodes x {combo_count} combos x {steps} steps; renders "
-              + ", ".join(f"{x:.2f}s" for x in times) + f"; results.json {results_kib:.0f} KiB")
-    return [at_most(f"report.render_s[{label}]", round(max(times), 3), FLEET_TARGET_S, "s", detail),
-            at_most(f"report.html_kib[{label}]", round(html_kib), FLEET_HTML_KIB, "KiB",
-                    "report.html: two failed combos, every node of each listed in failing_nodes.txt")]
+              + ", ".join(f"{x:.2f}s" for x in wall) + f"; results.json {results_kib:.0f} KiB")
+    # the page's size is set by what the report writes, not by the machine: an absolute bound
+    return render_rows(label, cpu, wall, plain_cpu, FLEET_VS_PLAIN_READ, FLEET_OLD_TARGET_S, detail) + [
+        at_most(f"report.html_kib[{label}]", round(html_kib), FLEET_HTML_KIB, "KiB",
+                "report.html: two failed combos, every node of each listed in failing_nodes.txt")]

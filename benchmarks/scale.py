@@ -7,10 +7,13 @@ every stream read from one loop, each node's bytes parsed and copied into a run 
 fixed window. Figures, all from this process's own accounting (the writer and sshd are others):
 
 * harness CPU per node per minute of watching, at each N: it must not grow with N (the most any
-  larger N costs per node ÷ what the smallest N costs, at most 1.5×), and the total at the
-  largest N at most 0.25 of one core. It may fall: on this shared machine 1,024 node-side
-  followers poll late, so each frame carries more lines; the frames per node per minute and the
-  CPU per frame are reported beside it (docs/measured.md);
+  larger N costs per node ÷ what the smallest N costs, at most 1.5×). It may fall: on this shared
+  machine 1,024 node-side followers poll late, so each frame carries more lines; the frames per
+  node per minute and the CPU per frame are reported beside it (docs/measured.md). At the largest
+  N, over the CPU of one plain paramiko exec round trip measured in the same run
+  (``benchmarks/plain_ssh.py``), at most 15 (what 0.25 of one core at 1,024 nodes came to here,
+  posed so that a slower machine of this kind does not miss for its speed alone); the total in
+  cores is reported;
 * launch (``connect``) to the first byte read from every node at the largest N, against the lower
   bound the nodes' own sshd work sets on this shared machine (posed as ``benchmarks/fanout.py``
   poses its bound: the larger of one node's time alone and the CPU the nodes' sshd trees and the
@@ -29,15 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.common import at_most, cpu_seconds, machine_busy_seconds, not_measured, row
+from benchmarks.common import at_most, cpu_seconds, machine_busy_seconds, not_measured, ratio, reported, row
 from benchmarks.fanout import lower_bound, tree_cpu_seconds
+from benchmarks.plain_ssh import reference_or_reason
 
 FULL_SIZES = (64, 256, 1024)
 QUICK_SIZES = (8, 16)
 FULL_WINDOW_S = 60.0
 QUICK_WINDOW_S = 8.0
 FLAT_TARGET = 1.5
-CORES_TARGET = 0.25
+OLD_CORES_TARGET = 0.25  # the issue's figure at 1,024 nodes: 0.25 x 60 s / 1,024 = 14.6 ms per node per minute
+# harness CPU per node per minute / one plain exec round trip's CPU: 14.6 ms over the 0.9-1.3 ms a round
+# trip measured here (2026-12-06) is 11-16; the last run's 9.5 ms at 1,024 nodes is 7-11 (docs/measured.md)
+ROUND_TRIPS_PER_NODE_MINUTE = 15.0
 BOUND_TARGET = 1.25
 THREADS_PER_NODE_TARGET = 0.0  # the issue: the thread count does not grow with N
 STATE_DIR = Path("/tmp/cvs-bench-light")
@@ -227,16 +234,19 @@ class LightRig:
         return path
 
 
-def measure_all(sizes: Sequence[int], window_s: float) -> tuple[dict, list[dict]]:
-    """One node alone (the bound's first term), then each N on its own fresh testbed."""
+def measure_all(sizes: Sequence[int], window_s: float) -> tuple[dict, list[dict], tuple[float | None, str]]:
+    """One node alone (the bound's first term) and one plain exec round trip's CPU (the reference),
+    then each N on its own fresh testbed."""
     points = []
     single = None
+    plain: tuple[float | None, str] = (None, "no testbed came up")
     for n in sizes:
         rig = LightRig(n).up()
         try:
             with tempfile.TemporaryDirectory(prefix="cvs_bench_scale_") as tmp:
                 roots = [rig.info.sshd_pid]
                 if single is None:
+                    plain = reference_or_reason(rig.cluster(1, Path(tmp)))
                     (Path(tmp) / "one").mkdir()
                     single = watch(rig.cluster(1, Path(tmp)), 1, rig.info.logs, Path(tmp) / "one", 0.5, roots)
                 (Path(tmp) / "copies").mkdir()
@@ -244,7 +254,7 @@ def measure_all(sizes: Sequence[int], window_s: float) -> tuple[dict, list[dict]
                                     window_s, roots))
         finally:
             rig.down()
-    return single or {}, points
+    return single or {}, points, plain
 
 
 def per_node_minute_ms(point: dict) -> float | None:
@@ -271,7 +281,8 @@ def cpu_per_frame_us(point: dict) -> float:
     return point["window"]["harness_cpu"] / point["frames"] * 1e6
 
 
-def rows_for(single: dict, points: list[dict], window_s: float) -> list[dict[str, Any]]:
+def rows_for(single: dict, points: list[dict], window_s: float,
+             plain_exec_cpu: float | None = None, plain_problem: str = "") -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     broken = [p for p in points if "window" not in p]
     for p in broken:
@@ -296,9 +307,19 @@ def rows_for(single: dict, points: list[dict], window_s: float) -> list[dict[str
                     f"{frames or 'not counted'}"))
     w = biggest["window"]
     cores = w["harness_cpu"] / w["wall"]
-    rows.append(at_most(f"scale.harness_cores[N={biggest['n']}]", cores, CORES_TARGET, "cores",
-                        f"{w['harness_cpu']:.1f}s of this process's CPU over {w['wall']:.0f}s watching "
-                        f"{biggest['n']} nodes; the nodes' sshd trees used {w['node_cpu']:.1f}s meanwhile"))
+    rows.append(reported(f"scale.harness_cores[N={biggest['n']}]", cores, "cores",
+                         f"{w['harness_cpu']:.1f}s of this process's CPU over {w['wall']:.0f}s watching "
+                         f"{biggest['n']} nodes; the nodes' sshd trees used {w['node_cpu']:.1f}s meanwhile; was a "
+                         f"target of <= {OLD_CORES_TARGET:g} core, now posed as the ratio below"))
+    big_ms = per[biggest["n"]]
+    plain_ms = None if plain_exec_cpu is None else plain_exec_cpu * 1000
+    rows.append(at_most(f"scale.cpu_per_node_minute_vs_plain_exec[N={biggest['n']}]", ratio(big_ms, plain_ms),
+                        ROUND_TRIPS_PER_NODE_MINUTE, "plain exec round trips",
+                        f"{big_ms or 0:.1f} ms of harness CPU per node per minute of watching; one plain paramiko exec "
+                        "round trip on an open connection "
+                        + (f"not measured ({plain_problem or 'no figure'})" if plain_ms is None
+                           else f"{plain_ms:.2f} ms of CPU")
+                        + " in the same run (benchmarks/plain_ssh.py); polling every 2 s would be 30"))
     s = biggest["setup"]
     one = single.get("setup", {}).get("wall")
     if one:
@@ -338,5 +359,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     problem = unavailable()
     if problem:
         return [not_measured("scale.cpu_per_node_minute.growth", "x", f"<= {FLAT_TARGET:g}", problem)]
-    single, points = measure_all(sizes, window)
-    return rows_for(single, points, window)
+    single, points, (plain_exec_cpu, plain_problem) = measure_all(sizes, window)
+    return rows_for(single, points, window, plain_exec_cpu, plain_problem)

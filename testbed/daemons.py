@@ -56,23 +56,38 @@ class NodePaths:
     def exec_root(self) -> Path: return self.run / "exec"
 
 
+SSHD_KEY_LOGIN_ONLY = (  # root by key alone; no PAM, DNS or motd to slow a session's start
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "UsePAM no",
+    "PermitRootLogin prohibit-password",
+    "StrictModes no",
+    "UseDNS no",
+    "PrintMotd no",
+)
+
+
+def sshd_login_lines(paths: NodePaths, authorized_keys: Path, allow_users: str = "") -> list[str]:
+    """The sshd options every testbed sshd shares (the normal nodes' and the light testbed's one):
+    its key and pidfile, who may log in and how. Changing a line changes the normal testbed's
+    config text, and ``testbed.up`` restarts an up node's sshd whose text differs."""
+    return [
+        f"HostKey {paths.host_key}",
+        f"PidFile {paths.sshd_pidfile}",
+        f"AuthorizedKeysFile {authorized_keys}",
+        *([f"AllowUsers {allow_users}"] if allow_users else []),
+        *SSHD_KEY_LOGIN_ONLY,
+    ]
+
+
 def sshd_config_text(address: str, paths: NodePaths, authorized_keys: Path, docker_host: str,
                      node_sys: Path | None = None) -> str:
     sys_env = f" CVS_SIM_NODE_SYS={node_sys}" if node_sys else ""
     return "\n".join([
         "# cvs-testbed node sshd (generated)",
         f"ListenAddress {address}:22",
-        f"HostKey {paths.host_key}",
-        f"PidFile {paths.sshd_pidfile}",
-        f"AuthorizedKeysFile {authorized_keys}",
-        "PubkeyAuthentication yes",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        "PermitRootLogin prohibit-password",
-        "StrictModes no",
-        "UseDNS no",
-        "PrintMotd no",
+        *sshd_login_lines(paths, authorized_keys),
         "MaxStartups 200:30:400",
         "MaxSessions 64",
         "LogLevel ERROR",

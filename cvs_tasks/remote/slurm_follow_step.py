@@ -16,7 +16,7 @@ from typing import Sequence
 
 from cvs_tasks.remote.follower import FollowerArgs
 from cvs_tasks.remote.slurm_follow import RecordDemux, follow_command, follow_table
-from cvs_tasks.remote.streams import READ_CHUNK, STDERR_KEEP, FollowerStartError, FollowerStream, SharedSource
+from cvs_tasks.remote.streams import READ_CHUNK, FollowerStartError, FollowerStream, SharedSource, read_tail
 
 STOP_WAIT_S = 3.0  # after EOF on its stdin and SIGTERM, how long srun may take before SIGKILL
 
@@ -149,14 +149,8 @@ class FollowStep(SharedSource):
         return f": {named[-1][:300]}" if named else ""
 
     def _read_stderr(self) -> None:
-        while not self._stopped:
-            try:
-                chunk = os.read(self._err, READ_CHUNK)
-            except (BlockingIOError, OSError, ValueError):
-                return
-            if not chunk:
-                return
-            self._stderr = (self._stderr + chunk)[-STDERR_KEEP:]
+        if not self._stopped:  # once stopped its pipes are closed: the descriptor may be another's now
+            self._stderr = read_tail(self._err, self._stderr)
 
 
 class TaskStream(FollowerStream):

@@ -29,6 +29,22 @@ SILENCE_CHECK_S = 1.0  # how often every node's silence is looked at (limits are
 START_GRACE_S = 60.0  # a follower's first word may take this long (a loaded node starting many sessions)
 
 
+def read_tail(fd: int, tail: bytes, keep: int = STDERR_KEEP) -> bytes:
+    """``tail`` followed by what the non-blocking ``fd`` holds now, cut to its last ``keep`` bytes.
+
+    A follower's stderr is read only to say why it ended: its last lines are what the user needs,
+    and keeping just those bounds the memory a noisy follower can take. Stops at EOF, at "nothing
+    to read yet" and at a descriptor already closed."""
+    while True:
+        try:
+            chunk = os.read(fd, READ_CHUNK)
+        except (BlockingIOError, OSError, ValueError):
+            return tail
+        if not chunk:
+            return tail
+        tail = (tail + chunk)[-keep:]
+
+
 class FollowerStartError(RuntimeError):
     """The follower could not be started (no connection, no channel): the reason, for the user."""
 
@@ -356,11 +372,4 @@ class PipeStream(FollowerStream):
             pass
 
     def _read_stderr(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self._err, READ_CHUNK)
-            except (BlockingIOError, OSError, ValueError):
-                return
-            if not chunk:
-                return
-            self._stderr = (self._stderr + chunk)[-STDERR_KEEP:]
+        self._stderr = read_tail(self._err, self._stderr)

@@ -10,7 +10,6 @@ policies, its contracts and reference numbers, and the manifest and report show 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,13 +19,16 @@ from cvs_tasks.jobs import layout
 from cvs_tasks.jobs.shell import comment, detached_start, env_export_lines, finish_function, q
 from cvs_tasks.jobs.spec import JobSpec, LaunchPlan, NodeLaunch
 from cvs_tasks.lifecycle.flow import run_all
-from cvs_tasks.lifecycle.session import RunRequest, open_session
 from cvs_tasks.run.records import combo_dir
+from tests.unit.lifecycle_fixtures import (
+    LOCAL,
+    ROOT,
+    assert_passed_with_report,
+    one_combo_demo,
+    open_listened,
+    registered,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "configs" / "testbed" / "demo_host.json"
-THRESHOLDS = ROOT / "thresholds" / "testbed" / "demo_host_threshold.json"
-LOCAL = ROOT / "cluster" / "localhost.json"
 WORKSPACE = ROOT / "testbed" / "trainer" / "workspace"
 IMAGE = "cvs-testbed/toybench:latest"
 BANNER = "toybench wrapper:"
@@ -75,25 +77,8 @@ class ToyBench(Backend):
 
 @pytest.fixture
 def toybench():
-    backend = backends.register(ToyBench())
-    try:
+    with registered(backends, ToyBench()) as backend:
         yield backend
-    finally:
-        backends.unregister(backend.name)
-
-
-def toy_config(tmp_path: Path) -> tuple[Path, str]:
-    """The demo config on the toybench image, one combo, everything under ``tmp_path``."""
-    cfg = json.loads(DEMO.read_text())
-    cfg["container"]["image"] = IMAGE
-    cfg["threshold_json"] = str(THRESHOLDS)
-    cfg["paths"].update(log_dir=str(tmp_path / "nodes" / "{run-id}" / "logs"), scripts_dir=str(tmp_path / "scripts"),
-                        data_cache_dir=str(tmp_path / "cache"))
-    combo = cfg["sweep"]["runs"][0]
-    cfg["sweep"]["runs"] = [combo]
-    path = tmp_path / "toybench_single.json"
-    path.write_text(json.dumps(cfg))
-    return path, combo
 
 
 def test_the_image_picks_the_new_backend_and_nothing_else_changes(toybench):
@@ -103,21 +88,16 @@ def test_the_image_picks_the_new_backend_and_nothing_else_changes(toybench):
 
 
 def test_a_new_backend_is_one_module_and_runs_the_whole_lifecycle(toybench, tmp_path):
-    config, combo = toy_config(tmp_path)
-    session = open_session(RunRequest(config=str(config), cluster=str(LOCAL), reports_dir=str(tmp_path / "reports"),
-                                      new=True))
+    config, combo = one_combo_demo(tmp_path, "toybench_single.json", image=IMAGE)
+    session, _ = open_listened(config, LOCAL, tmp_path)
     try:
         assert session.plan.backend == "toybench"
         code = run_all(session)
     finally:
         session.close()
     run = session.run
-    results = json.loads((run.path / "results.json").read_text())
-    assert code == 0, results.get("verdict_reason")
-    assert results["verdict"] == "PASS"
+    results = assert_passed_with_report(session, code)
     assert results["backend"] == "ToyBench" and json.loads((run.path / "run.json").read_text())["backend"] == "ToyBench"
-    for name in ("report.html", "metrics.html", "junit.xml"):
-        assert (run.path / name).is_file(), name
     assert "ToyBench" in (run.path / "report.html").read_text()
 
     assert toybench.built == ["smoke", combo]  # its own launch, for every job

@@ -24,13 +24,11 @@ from cvs_tasks.config.errors import ConfigError
 from cvs_tasks.jobs.shell import attached_start
 from cvs_tasks.lifecycle.flow import run_all
 from cvs_tasks.lifecycle.leftovers import clean_hosts, cleanup
-from cvs_tasks.lifecycle.session import RunRequest, open_session
 from cvs_tasks.plan import with_hosts
 from cvs_tasks.remote.local import LocalHosts
 from cvs_tasks.remote.results import Node
-from cvs_tasks.run.events import Message
 from cvs_tasks.schedulers import Scheduler
-from tests.unit.test_backend_added import DEMO, THRESHOLDS
+from tests.unit.lifecycle_fixtures import assert_passed_with_report, one_combo_demo, open_listened, registered
 
 NAME = "localq"
 ADDRESS = "127.0.0.1"
@@ -122,22 +120,13 @@ class LocalQueue(Scheduler):
 
 @pytest.fixture
 def localq():
-    scheduler = schedulers.register(LocalQueue())
-    try:
+    with registered(schedulers, LocalQueue()) as scheduler:
         yield scheduler
-    finally:
-        schedulers.unregister(scheduler.name)
 
 
 def files(tmp_path: Path) -> tuple[Path, Path]:
     """The demo config (one combo, everything under ``tmp_path``) and a cluster file naming the queue."""
-    cfg = json.loads(DEMO.read_text())
-    cfg["threshold_json"] = str(THRESHOLDS)
-    cfg["paths"].update(log_dir=str(tmp_path / "nodes" / "{run-id}" / "logs"), scripts_dir=str(tmp_path / "scripts"),
-                        data_cache_dir=str(tmp_path / "cache"))
-    cfg["sweep"]["runs"] = cfg["sweep"]["runs"][:1]
-    config = tmp_path / "demo_single.json"
-    config.write_text(json.dumps(cfg))
+    config, _ = one_combo_demo(tmp_path, "demo_single.json")
     cluster = tmp_path / "cluster-localq.json"
     cluster.write_text(json.dumps({"scheduler": {"name": NAME, "nodes": 1, "container": "none"}}))
     return config, cluster
@@ -155,25 +144,14 @@ def test_the_cluster_file_names_the_new_scheduler_and_only_registered_names_load
 
 def test_a_new_scheduler_is_one_module_and_runs_the_whole_lifecycle(localq, tmp_path):
     config, cluster = files(tmp_path)
-    said: list[str] = []
-
-    def listen(event):
-        if isinstance(event, Message):
-            said.append(event.text)
-
-    session = open_session(RunRequest(config=str(config), cluster=str(cluster), reports_dir=str(tmp_path / "reports"),
-                                      new=True), listener=listen)
+    session, said = open_listened(config, cluster, tmp_path)
     try:
         assert session.scheduler is localq and session.plan.hosts[0].name == "localq-slot0"  # not handed out yet
         code = run_all(session)
     finally:
         session.close()
     run = session.run
-    results = json.loads((run.path / "results.json").read_text())
-    assert code == 0, results.get("verdict_reason")
-    assert results["verdict"] == "PASS"
-    for name in ("report.html", "metrics.html", "junit.xml"):
-        assert (run.path / name).is_file(), name
+    assert_passed_with_report(session, code)
 
     # the lifecycle asked the scheduler for everything: nodes once, a launch per job, teardown, release, judging
     assert localq.calls == Counter(acquire=1, launch=2, hosts_for_teardown=1, release=1, judge_nodes=1)
@@ -190,14 +168,7 @@ def test_a_new_scheduler_is_one_module_and_runs_the_whole_lifecycle(localq, tmp_
 
 def test_a_dry_run_and_cleanup_go_through_the_new_scheduler(localq, tmp_path):
     config, cluster = files(tmp_path)
-    said: list[str] = []
-
-    def listen(event):
-        if isinstance(event, Message):
-            said.append(event.text)
-
-    session = open_session(RunRequest(config=str(config), cluster=str(cluster), reports_dir=str(tmp_path / "reports"),
-                                      new=True, dry_run=True), listener=listen)
+    session, said = open_listened(config, cluster, tmp_path, dry_run=True)
     try:
         assert run_all(session) == 0
     finally:

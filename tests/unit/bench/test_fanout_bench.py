@@ -42,3 +42,16 @@ def test_lower_bound_is_the_larger_of_one_node_and_the_cpu_the_nodes_need():
     assert "nodes' own CPU 10.00s" in why
     idle = {"wall": 0.5, "node_cpu": 0.05, "harness_cpu": 0.01, "machine_cpu": 0.06}
     assert lower_bound(idle, one_node_wall=0.4)[0] == 0.4
+
+
+def test_the_harness_cpu_per_node_is_reported_and_judged_against_one_plain_exec():
+    from benchmarks.fanout import harness_rows
+
+    shown, judged = harness_rows(32, harness_cpu_s=0.0992, plain_exec_cpu_s=0.00124, what="check")
+    assert shown["name"] == "fanout.check_warm.harness_cpu_per_node[N=32]"
+    assert (shown["value"], shown["target"], shown["status"]) == (3.1, "reported", "PASS")
+    assert judged["name"] == "fanout.check_warm.harness_cpu_vs_plain_exec[N=32]"
+    assert judged["value"] == 2.5 and judged["target"] == "<= 10" and judged["status"] == "PASS"
+    slow = harness_rows(32, harness_cpu_s=0.32, plain_exec_cpu_s=0.00089, what="check")[1]
+    assert slow["status"] == "MISS"  # 10 ms per node where a plain exec costs 0.89 ms: 11.2x
+    assert harness_rows(32, 0.0992, None, "check")[1]["status"] == "MISS"

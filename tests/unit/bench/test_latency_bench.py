@@ -66,3 +66,47 @@ def test_only_a_bare_sigkill_counts_as_killed_from_outside():
     assert not killed_from_outside("FAIL", reason, {"error": {"name": "gpu_oom"}})
     assert not killed_from_outside("FAIL", "job exited with status 1 on node x", {})
     assert not killed_from_outside("PASS", "20/20 iterations", {})
+
+
+def test_busy_time_counts_overlapping_commands_once_and_only_inside_the_window():
+    from benchmarks.latency import busy_within
+
+    spans = [(9.0, 10.5), (10.2, 11.0), (12.0, 12.5), (20.0, 21.0)]
+    assert busy_within(spans, 10.0, 13.0) == 1.5  # 10.0-11.0 (two overlapping commands) + 12.0-12.5
+    assert busy_within(spans, None, 13.0) == 0.0
+    assert busy_within([], 0.0, 5.0) == 0.0
+
+
+def _timing(combo="c", status="PASS", line=1.1, fatal=None, duration=12.0, commands=0.4, poll=0.5):
+    from benchmarks.latency import ComboTiming
+
+    return ComboTiming(combo, status, "20/20 iterations" if status == "PASS" else "oom", duration, 10.0, line, fatal,
+                       "gpu_oom" if fatal else "", poll_s=poll, commands_after_line_s=commands,
+                       commands_after_fatal_s=commands, commands_in_stage_s=3 * commands)
+
+
+def test_each_latency_is_reported_and_judged_against_two_periods_plus_its_node_commands():
+    from benchmarks.latency import Setup, rows_for
+
+    setup = Setup("testbed-2", Path("c.json"), Path("k.json"), 2)
+    rows = {r["name"]: r for r in rows_for(setup, {"complete": [_timing(line=1.1), _timing("d", line=0.6)],
+                                                   "fault": [_timing(status="FAIL", line=None, fatal=2.5,
+                                                                     commands=1.3)]})}
+    line = rows["latency.last_line_to_end_vs_bound[testbed-2]"]
+    assert line["value"] == round(1.1 / (2 * 0.5 + 0.4), 3) and line["status"] == "PASS"
+    assert rows["latency.last_line_to_end[testbed-2]"]["target"] == "reported"
+    fatal = rows["latency.fatal_to_end_vs_bound[testbed-2]"]
+    assert fatal["value"] == round(2.5 / 2.3, 3) and fatal["status"] == "PASS"  # 2.5 s on a loaded machine passes
+    overhead = rows["latency.overhead_per_combo_vs_bound[testbed-2]"]
+    assert overhead["value"] == round(2.0 / (1.0 + 1.2), 3) and overhead["target"] == "<= 2.5"
+
+
+def test_a_stage_that_waits_beyond_its_periods_and_commands_misses():
+    from benchmarks.latency import Setup, rows_for
+
+    setup = Setup("host-1", Path("c.json"), Path("k.json"), 1)
+    rows = {r["name"]: r for r in rows_for(setup, {"complete": [_timing(line=2.5, commands=0.05)],
+                                                   "fault": [_timing(status="PASS", line=None, fatal=0.5)]})}
+    assert rows["latency.last_line_to_end_vs_bound[host-1]"]["status"] == "MISS"  # 2.5 s of 1.05 s
+    assert rows["latency.fatal_to_end_vs_bound[host-1]"]["status"] == "MISS"  # the stage did not FAIL
+    assert "did not FAIL" in rows["latency.fatal_to_end[host-1]"]["detail"]

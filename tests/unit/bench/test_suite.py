@@ -20,7 +20,7 @@ def test_report_only_run_prints_json_and_a_table_with_brackets_intact(capsys):
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert result["quick"] is True and result["benchmarks"]["report"]["error"] is None
-    assert [r["name"] for r in result["rows"]] == ["report.render_s[64x16]"]
+    assert [r["name"] for r in result["rows"]] == ["report.render_s[64x16]", "report.render_vs_plain_read[64x16]"]
     assert "report.render_s[64x16]" in err  # rich markup must not eat the [..] part
 
 
