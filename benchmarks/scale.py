@@ -100,6 +100,7 @@ class Marks:
     timer: threading.Timer | None = None
     frames: int = 0  # deltas (one per follower frame with bytes) between all_first and closing
     frame_bytes: int = 0
+    batches: int = 0  # calls of the follow that returned at least one of those frames
 
 
 class MarkingFollow:
@@ -120,11 +121,11 @@ class MarkingFollow:
                 m.timer.daemon = True
                 m.timer.start()
         elif m.closing is None:
-            for event in events:
-                data = getattr(event, "data", b"")
-                if data:
-                    m.frames += 1
-                    m.frame_bytes += len(data)
+            sizes = [len(getattr(event, "data", b"")) for event in events]
+            frames = sum(1 for size in sizes if size)
+            m.frames += frames
+            m.frame_bytes += sum(sizes)
+            m.batches += frames > 0
         return events
 
     def events(self, timeout: float) -> list:
@@ -195,7 +196,7 @@ def watch(cluster_path: Path, n: int, logs: Path, work: Path, window_s: float, r
     if marks.all_first is not None and marks.closing is not None:
         out["setup"] = marks.all_first.since(start)
         out["window"] = marks.closing.since(marks.all_first)
-        out["frames"], out["frame_bytes"] = marks.frames, marks.frame_bytes
+        out["frames"], out["frame_bytes"], out["batches"] = marks.frames, marks.frame_bytes, marks.batches
     return out
 
 
@@ -301,7 +302,8 @@ def rows_for(single: dict, points: list[dict], window_s: float,
                         f"node ÷ the smallest N's; window {window_s:.0f}s after every node's first byte, each node "
                         "logging 1 line/s"))
     frames = ", ".join(f"N={p['n']}: {frames_per_node_minute(p):.0f} frames/node/min, "
-                       f"{cpu_per_frame_us(p):.0f} µs/frame" for p in good if p.get("frames"))
+                       f"{cpu_per_frame_us(p):.0f} µs/frame, {p['frames'] / max(1, p.get('batches', 0)):.1f} "
+                       "frames per wake-up of the watcher" for p in good if p.get("frames"))
     rows.append(row("scale.cpu_per_node_minute.max_vs_min", None if spread is None else round(spread, 3), "x",
                     "reported", True, f"max ÷ min, either way: {curve}; what each node's follower sent: "
                     f"{frames or 'not counted'}"))
