@@ -160,6 +160,8 @@ class ReactorTransport(paramiko.Transport):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.serving = threading.Lock()  # held by the worker reading this connection
+        self._reader: threading.Thread | None = None  # the thread dispatching its messages now
+        self._held: list = []  # messages that thread had to send during a key exchange
 
     def start(self) -> None:
         """What ``threading.Thread.start`` would run before paramiko's loop, done here in the
@@ -178,6 +180,7 @@ class ReactorTransport(paramiko.Transport):
 
     def read_waiting(self, most: int) -> bool:
         """Handle the messages waiting on the socket (at most ``most``); False once it ended."""
+        self._reader = threading.current_thread()
         try:
             for _ in range(most):
                 if not self.active or not self._dispatch():
@@ -192,7 +195,29 @@ class ReactorTransport(paramiko.Transport):
             self._log(paramiko.common.ERROR, f"unknown exception: {exc}")
             self._end(exc)
             return False
+        finally:
+            self._reader = None
         return True
+
+    def _send_user_message(self, data) -> None:
+        """paramiko's, except in the thread dispatching this connection's messages while a key
+        exchange runs. paramiko waits there for the exchange to end, which only that thread can
+        end: a channel the node closes just after this end asked for new keys is answered with
+        a close from the dispatch, and the connection hung for 30 s and died (paramiko's own
+        thread does the same; tests/integration/remote/test_remote_reactor_sshd.py). The
+        message is held and sent once the new keys are in use, as RFC 4253 wants."""
+        if self._reader is threading.current_thread():
+            with self.clear_to_send_lock:
+                if not self.clear_to_send.is_set():
+                    self._held.append(data)
+                    return
+        super()._send_user_message(data)
+
+    def _parse_newkeys(self, m) -> None:
+        super()._parse_newkeys(m)
+        held, self._held = self._held, []
+        for data in held:
+            super()._send_user_message(data)
 
     def has_buffered(self) -> bool:
         """Bytes the packetizer already read off the socket (the selector cannot see them)."""
@@ -211,8 +236,14 @@ class ReactorTransport(paramiko.Transport):
         keeps one at most half an interval late."""
         self._next_tend = time.monotonic() + self._keepalive_s / 2
         try:
-            if self.packetizer.need_rekey() and not self.in_kex:
-                self._send_kex_init()
+            # a rekey starts where no worker reads this connection (a worker that does starts it
+            # itself); the keepalive may wait for a key exchange that only a worker can finish
+            if self.packetizer.need_rekey() and self.serving.acquire(blocking=False):
+                try:
+                    if not self.in_kex:
+                        self._send_kex_init()
+                finally:
+                    self.serving.release()
             self.packetizer._check_keepalive()
         except (SSHException, EOFError, OSError) as exc:
             self._end(exc)

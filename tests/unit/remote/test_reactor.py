@@ -215,3 +215,4 @@ def test_keepalives_are_sent_from_the_pool_when_nothing_else_was(client_key, mon
         assert pair.client.is_active()
     finally:
         pair.close()
+
