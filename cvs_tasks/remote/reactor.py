@@ -18,6 +18,7 @@ Linux only (epoll), like the head nodes this runs on.
 
 from __future__ import annotations
 
+import os
 import queue
 import select
 import threading
@@ -144,6 +145,15 @@ def reactor() -> PacketReactor:
         if _reactor is None:
             _reactor = PacketReactor()
         return _reactor
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of the parent's threads: its first connection starts its own."""
+    global _reactor, _reactor_lock
+    _reactor, _reactor_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class ReactorTransport(paramiko.Transport):

@@ -216,3 +216,25 @@ def test_keepalives_are_sent_from_the_pool_when_nothing_else_was(client_key, mon
     finally:
         pair.close()
 
+
+
+def test_a_forked_child_starts_its_own_reactor():
+    import os
+
+    parent = reactor()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh reactor whose threads run here
+        try:
+            child = reactor()
+            ok = child is not parent and all(t.is_alive() for t in child.threads)
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert reactor() is parent
