@@ -240,10 +240,10 @@ class ReactorTransport(paramiko.Transport):
         return self.packetizer.need_rekey() or (self._keepalive_s > 0 and now >= self._next_tend)
 
     def tend(self) -> None:
-        """What paramiko's thread does each time its ``recv`` times out (in the reactor's keepalive
-        thread: a send may wait on the peer). paramiko
-        sends the keepalive only if nothing was sent for its interval; looking twice per interval
-        keeps one at most half an interval late."""
+        """What paramiko's thread does each time its ``recv`` times out, here in the reactor's
+        keepalive thread (a send may wait on the peer). paramiko sends the keepalive only if
+        nothing was sent for its interval; looking twice per interval keeps one at most half an
+        interval late."""
         self._next_tend = time.monotonic() + self._keepalive_s / 2
         try:
             # a rekey starts where no worker reads this connection (a worker that does starts it
@@ -334,6 +334,8 @@ class ReactorTransport(paramiko.Transport):
         """What paramiko's thread does when its loop ends: wake every waiter, close the socket."""
         if exc is not None and self.saved_exception is None:
             self.saved_exception = exc
+        if self.reactor_fd is not None:
+            reactor().forget(self)  # before the socket closes (the packetizer's close does)
         for chan in list(self._channels.values()):
             chan._unlink()
         if self.active:
@@ -347,8 +349,6 @@ class ReactorTransport(paramiko.Transport):
                 event.set()
             with self.lock:
                 self.server_accept_cv.notify()
-        if self.reactor_fd is not None:
-            reactor().forget(self)
         self.sock.close()
 
 
