@@ -180,7 +180,7 @@ class SlurmHosts(Hosts):
         results, again = [], []
         for index, name, report in zip(indices, names, reports):
             if report is not None:
-                results.append(RawResult(report.exit_code, report.stdout, report.stderr, report.error))
+                results.append(report)
             elif name in failed:
                 results.append(RawResult(None, b"", b"", f"Slurm could not start its task in job "
                                                          f"{self.allocation.job_id}'s step: {failed[name]}"))

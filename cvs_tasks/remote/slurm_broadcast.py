@@ -32,10 +32,10 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 from cvs_tasks.remote import slurm_pieces as sp
+from cvs_tasks.remote.results import RawResult
 
 MAGIC = b"CVS-BUNDLE"
 RECORD = b"CVS1"
@@ -126,17 +126,7 @@ def broadcast_command(job_id: str, names: Sequence[str], extra: Sequence[str] = 
             "bash", "-c", TASK_PROGRAM, "cvs-broadcast", str(limit)]
 
 
-@dataclass(frozen=True)
-class TaskReport:
-    """What one node's task said: its exit status and output, or why they cannot be trusted."""
-
-    exit_code: int | None
-    stdout: bytes
-    stderr: bytes
-    error: str | None = None
-
-
-def parse_records(output: bytes, count: int) -> tuple[list[TaskReport | None], bytes]:
+def parse_records(output: bytes, count: int) -> tuple[list[RawResult | None], bytes]:
     """srun's merged stdout into a report per node index (None: the task never finished), plus
     any line that is no record (kept for the error message)."""
     pieces: list[dict[bytes, list[bytes]]] = [{b"o": [], b"e": []} for _ in range(count)]
@@ -156,7 +146,7 @@ def parse_records(output: bytes, count: int) -> tuple[list[TaskReport | None], b
             ends[index] = (int(fields[3]), int(fields[4]), int(fields[5]))
         else:
             broken[index] = f"a malformed record {_show(line)}"
-    reports: list[TaskReport | None] = []
+    reports: list[RawResult | None] = []
     for index in range(count):
         if index not in ends:
             reports.append(None)
@@ -172,9 +162,9 @@ def parse_records(output: bytes, count: int) -> tuple[list[TaskReport | None], b
             broken[index] = (f"{len(out)}+{len(err)} bytes of output where the task wrote "
                              f"{out_size}+{err_size}")
         if index in broken:
-            reports.append(TaskReport(None, out, err, f"its output arrived garbled ({broken[index]})"))
+            reports.append(RawResult(None, out, err, f"its output arrived garbled ({broken[index]})"))
         else:
-            reports.append(TaskReport(code, out, err))
+            reports.append(RawResult(code, out, err))
     return reports, bytes(stray)
 
 

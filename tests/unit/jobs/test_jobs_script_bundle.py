@@ -10,6 +10,7 @@ from jobs_factory import make_job
 
 from cvs_tasks.jobs.spec import build_launch
 from cvs_tasks.remote import slurm_broadcast as sb
+from cvs_tasks.remote.results import RawResult
 from cvs_tasks.remote.shellcmd import put_command
 
 
@@ -41,7 +42,7 @@ def test_each_node_writes_exactly_its_own_script_from_the_shared_bundle(tmp_path
         done = subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast", "60"], input=bundle, capture_output=True,
                               env=env, timeout=60)
         report = sb.parse_records(done.stdout, len(names))[0][rank]
-        assert report == sb.TaskReport(0, b"", b""), done.stderr
+        assert report == RawResult(0, b"", b""), done.stderr
         with open(nodes[rank].script_path, "rb") as written:
             assert written.read() == nodes[rank].script_text.encode("utf-8")
         assert os.stat(nodes[rank].script_path).st_mode & 0o777 == 0o700

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from cvs_tasks.remote import slurm_broadcast as sb
+from cvs_tasks.remote.results import RawResult
 
 
 def run_task(bundle: bytes, node: str) -> subprocess.CompletedProcess:
@@ -53,7 +54,7 @@ def test_the_task_runs_its_own_command_with_its_own_stdin_and_reports_it_whole()
     lines = done.stdout.splitlines()
     assert all(len(line) < sb.RECORD_MAX for line in lines) and len(lines) == 9 + 1 + 1  # stdout in 9 pieces
     reports, stray = sb.parse_records(done.stdout, 3)
-    assert reports == [None, sb.TaskReport(5, blob, b"oops\n"), None] and stray == b""
+    assert reports == [None, RawResult(5, blob, b"oops\n"), None] and stray == b""
 
 
 def test_a_node_without_a_row_says_so_and_reports_nothing():
@@ -69,7 +70,7 @@ def test_a_thousand_and_twenty_four_distinct_commands_one_bundle():
     assert len(bundle) < 80_000  # far below what stdin carries; argv would have refused 128 KiB in one argument
     done = run_task(bundle, "gpu1023")
     reports, _ = sb.parse_records(done.stdout, 1024)
-    assert reports[1023] == sb.TaskReport(0, b"node 1023\n", b"0" * 1023)
+    assert reports[1023] == RawResult(0, b"node 1023\n", b"0" * 1023)
     assert sum(r is not None for r in reports) == 1
 
 
@@ -96,7 +97,7 @@ def test_lost_or_cut_output_is_that_nodes_error_and_never_a_result():
     cut = b"CVS1 2 o aG\nCVS1 2 x 0 2 0\n"  # a piece that is not base64 any more
     odd = b"CVS1 3 q zz\nCVS1 3 x 1 0 0\n"
     reports, _ = sb.parse_records(good + short + cut + odd + b"CVS1 4 o aGk=\n", 5)
-    assert reports[0] == sb.TaskReport(0, b"hi", b"")
+    assert reports[0] == RawResult(0, b"hi", b"")
     assert reports[1].exit_code is None and "2+0 bytes of output where the task wrote 5+0" in reports[1].error
     assert reports[2].exit_code is None and "garbled" in reports[2].error
     assert reports[3].exit_code is None and "malformed record" in reports[3].error
@@ -129,4 +130,4 @@ def test_a_command_that_outlives_the_broadcast_is_ended_by_its_task():
     env = {**os.environ, "SLURMD_NODENAME": "n0"}
     done = subprocess.run(["bash", "-c", sb.TASK_PROGRAM, "cvs-broadcast", "2"], input=bundle, capture_output=True,
                           env=env, timeout=30)
-    assert sb.parse_records(done.stdout, 1)[0] == [sb.TaskReport(124, b"started\n", b"")]  # timeout(1)'s status
+    assert sb.parse_records(done.stdout, 1)[0] == [RawResult(124, b"started\n", b"")]  # timeout(1)'s status
